@@ -1,0 +1,52 @@
+"""workmem: durable working memory for AI agents on the database your team already runs.
+
+Open a backend by URL and use the :class:`MemoryStorage` contract::
+
+    import workmem
+
+    with workmem.connect("file:agent.db") as storage:
+        storage.update_resource("user-1", working_memory="# User Information")
+"""
+
+from __future__ import annotations
+
+from workmem.errors import (
+    BackendUnavailableError,
+    MissingDriverError,
+    ReadOnlyMemoryError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    UnknownSchemeError,
+    ValidationError,
+    WorkingMemoryFormatError,
+    WorkmemError,
+)
+from workmem.merge_patch import apply_merge_patch
+from workmem.records import UNSET, Resource, Scope, Thread, ThreadPage
+from workmem.registry import connect, known_schemes, register
+from workmem.storage import Capabilities, MemoryStorage
+
+__all__ = [
+    "UNSET",
+    "BackendUnavailableError",
+    "Capabilities",
+    "MemoryStorage",
+    "MissingDriverError",
+    "ReadOnlyMemoryError",
+    "Resource",
+    "Scope",
+    "Thread",
+    "ThreadNotFoundError",
+    "ThreadOwnershipError",
+    "ThreadPage",
+    "UnknownSchemeError",
+    "ValidationError",
+    "WorkingMemoryFormatError",
+    "WorkmemError",
+    "apply_merge_patch",
+    "connect",
+    "known_schemes",
+    "register",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Built-in adapters. Each module imports its driver only when an adapter is opened."""

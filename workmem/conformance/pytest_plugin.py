@@ -1,0 +1,1 @@
+"""pytest plugin for the conformance suite (in progress)."""

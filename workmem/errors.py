@@ -1,0 +1,65 @@
+"""The exceptions workmem raises: one root, a few flat classes.
+
+Every adapter maps its driver's failures onto these; the original driver
+exception is kept as ``__cause__`` (``raise ... from exc``), with any password
+or token masked out of the message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailableError",
+    "MissingDriverError",
+    "ReadOnlyMemoryError",
+    "ThreadNotFoundError",
+    "ThreadOwnershipError",
+    "UnknownSchemeError",
+    "ValidationError",
+    "WorkingMemoryFormatError",
+    "WorkmemError",
+]
+
+
+class WorkmemError(Exception):
+    """Root of every error workmem raises on purpose."""
+
+
+class ValidationError(WorkmemError, ValueError):
+    """Input was rejected before anything was written (bad id, NUL, non-JSON metadata, ...)."""
+
+
+class WorkingMemoryFormatError(WorkmemError, ValueError):
+    """A JSON merge was asked of stored working memory that is not a JSON object. Nothing changed."""
+
+
+class ThreadNotFoundError(WorkmemError, LookupError):
+    """The thread does not exist."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id!r} not found")
+        self.thread_id = thread_id
+
+
+class ThreadOwnershipError(WorkmemError, PermissionError):
+    """The thread belongs to another resource; its owner can never change. Nothing changed."""
+
+    def __init__(self, thread_id: str, resource_id: str) -> None:
+        super().__init__(f"thread {thread_id!r} is not owned by resource {resource_id!r}")
+        self.thread_id = thread_id
+        self.resource_id = resource_id
+
+
+class UnknownSchemeError(WorkmemError, ValueError):
+    """No adapter is registered for the URL's scheme."""
+
+
+class MissingDriverError(WorkmemError, ImportError):
+    """The adapter's database driver is not installed; the message names the extra to install."""
+
+
+class BackendUnavailableError(WorkmemError, ConnectionError):
+    """The database could not be reached or dropped the connection."""
+
+
+class ReadOnlyMemoryError(WorkmemError):
+    """A write was attempted through a read-only ``Memory``."""

@@ -1,0 +1,103 @@
+"""The records workmem stores: resources, threads and pages of threads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Final, Literal
+
+from workmem.timestamps import normalize, utc_now
+from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
+
+__all__ = ["UNSET", "Direction", "OrderBy", "Resource", "Scope", "Thread", "ThreadPage", "Unset"]
+
+Scope = Literal["resource", "thread"]
+OrderBy = Literal["created_at", "updated_at"]
+Direction = Literal["asc", "desc"]
+
+
+class Unset(Enum):
+    """Type of :data:`UNSET`, the marker for "argument not given" where ``None`` is a real value."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = Unset.UNSET
+
+
+def _metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else validate_json_object(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One user or entity: resource-scoped working memory plus metadata.
+
+    Construction validates every field and normalizes the timestamps to UTC
+    milliseconds, so an invalid record never reaches a backend.
+    """
+
+    id: str
+    """Primary key; 1 to 512 UTF-8 bytes, no NUL."""
+    working_memory: str | None = None
+    """Resource-scoped working memory: Markdown, or JSON object text in schema mode."""
+    metadata: dict[str, Any] | None = None
+    """A JSON object, or ``None``."""
+    created_at: datetime = field(default_factory=utc_now)
+    """Creation time (UTC, milliseconds); never changes once stored."""
+    updated_at: datetime = field(default_factory=utc_now)
+    """Last change (UTC, milliseconds)."""
+
+    def __post_init__(self) -> None:
+        validate_id(self.id, "resource id")
+        if self.working_memory is not None:
+            validate_text(self.working_memory)
+        object.__setattr__(self, "metadata", _metadata(self.metadata))
+        object.__setattr__(self, "created_at", normalize(self.created_at))
+        object.__setattr__(self, "updated_at", normalize(self.updated_at))
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """One conversation, owned by exactly one resource for its whole life."""
+
+    id: str
+    """Primary key, unique across all resources; 1 to 512 UTF-8 bytes, no NUL."""
+    resource_id: str
+    """The owning resource; immutable once the thread is stored."""
+    title: str = ""
+    """Free text, at most 1024 UTF-8 bytes; may be empty."""
+    metadata: dict[str, Any] | None = None
+    """A JSON object or ``None``; thread-scoped working memory lives under ``"workingMemory"``."""
+    created_at: datetime = field(default_factory=utc_now)
+    """Creation time (UTC, milliseconds); never changes once stored."""
+    updated_at: datetime = field(default_factory=utc_now)
+    """Last change (UTC, milliseconds)."""
+
+    def __post_init__(self) -> None:
+        validate_id(self.id, "thread id")
+        validate_id(self.resource_id, "resource id")
+        validate_title(self.title)
+        object.__setattr__(self, "metadata", _metadata(self.metadata))
+        object.__setattr__(self, "created_at", normalize(self.created_at))
+        object.__setattr__(self, "updated_at", normalize(self.updated_at))
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPage:
+    """One page of a resource's threads."""
+
+    threads: tuple[Thread, ...]
+    """The threads on this page, in the requested order."""
+    total: int
+    """How many threads the resource has in all."""
+    page: int
+    """Page number, from 0."""
+    per_page: int | None
+    """Page size; ``None`` when every thread was asked for."""
+    has_more: bool
+    """Whether a later page holds more threads."""

@@ -1,0 +1,134 @@
+"""Picking an adapter by URL scheme.
+
+Lookup order: schemes registered with :func:`register`, then the built-in
+adapters (imported on first use), then the ``workmem.adapters`` entry-point
+group of installed distributions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any
+
+from workmem.errors import MissingDriverError, UnknownSchemeError
+from workmem.storage import MemoryStorage
+from workmem.urls import mask_url, scheme_of
+
+__all__ = ["ENTRY_POINT_GROUP", "AdapterSpec", "builtin_schemes", "connect", "known_schemes", "register", "resolve"]
+
+ENTRY_POINT_GROUP = "workmem.adapters"
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterSpec:
+    """Where an adapter class lives and which extra installs its driver."""
+
+    target: str
+    """``"module:Class"``; the class has a ``from_url(url, **options)`` classmethod."""
+    extra: str | None = None
+    """The ``pip install 'workmem[extra]'`` that brings its driver, if any."""
+
+
+_LIBSQL = AdapterSpec("workmem.adapters.libsql:LibSQLStorage", "libsql")
+_POSTGRES = AdapterSpec("workmem.adapters.postgres:PostgresStorage", "postgres")
+_ORACLE = AdapterSpec("workmem.adapters.oracle:OracleStorage", "oracle")
+_UPSTASH = AdapterSpec("workmem.adapters.upstash:UpstashStorage", "upstash")
+_MONGODB = AdapterSpec("workmem.adapters.mongodb:MongoStorage", "mongodb")
+
+_BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
+    {
+        "memory": AdapterSpec("workmem.adapters.memory:InMemoryStorage"),
+        "file": _LIBSQL,
+        "libsql": _LIBSQL,
+        "libsql+http": _LIBSQL,
+        "libsql+https": _LIBSQL,
+        "libsql+ws": _LIBSQL,
+        "libsql+wss": _LIBSQL,
+        "postgresql": _POSTGRES,
+        "postgres": _POSTGRES,
+        "postgresql+psycopg": _POSTGRES,
+        "oracle": _ORACLE,
+        "oracle+oracledb": _ORACLE,
+        "upstash": _UPSTASH,
+        "upstash+http": _UPSTASH,
+        "upstash+https": _UPSTASH,
+        "mongodb": _MONGODB,
+        "mongodb+srv": _MONGODB,
+    }
+)
+
+_registered: dict[str, AdapterSpec] = {}
+_lock = threading.Lock()
+
+
+def builtin_schemes() -> Mapping[str, AdapterSpec]:
+    """The schemes workmem itself provides (read-only view)."""
+    return _BUILTIN
+
+
+def register(scheme: str, target: str, *, extra: str | None = None, clobber: bool = False) -> None:
+    """Make ``connect()`` use the class at ``target`` (``"module:Class"``) for ``scheme``.
+
+    Refuses to replace an existing registration or built-in scheme unless ``clobber=True``.
+    """
+    scheme = scheme.lower()
+    if ":" not in target:
+        raise ValueError(f"target must look like 'module:Class', not {target!r}")
+    with _lock:
+        if not clobber and (scheme in _registered or scheme in _BUILTIN):
+            raise ValueError(f"scheme {scheme!r} is already registered; pass clobber=True to replace it")
+        _registered[scheme] = AdapterSpec(target, extra)
+
+
+def _entry_point_specs() -> dict[str, AdapterSpec]:
+    return {ep.name.lower(): AdapterSpec(ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_schemes() -> list[str]:
+    """Every scheme ``connect()`` accepts right now, sorted."""
+    with _lock:
+        registered = set(_registered)
+    return sorted(registered | set(_BUILTIN) | set(_entry_point_specs()))
+
+
+def _spec_for(scheme: str) -> AdapterSpec:
+    with _lock:
+        spec = _registered.get(scheme)
+    if spec is None:
+        spec = _BUILTIN.get(scheme) or _entry_point_specs().get(scheme)
+    if spec is None:
+        raise UnknownSchemeError(f"no adapter for scheme {scheme!r}; known schemes: {', '.join(known_schemes())}")
+    return spec
+
+
+def resolve(url: str) -> type[MemoryStorage]:
+    """The adapter class ``connect(url)`` would use, imported."""
+    spec = _spec_for(scheme_of(url))
+    module_name, _, class_name = spec.target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if spec.extra is None or not module_name.startswith("workmem."):
+            raise
+        raise MissingDriverError(
+            f"{mask_url(url)} needs the {spec.extra!r} extra: pip install 'workmem[{spec.extra}]' ({exc})"
+        ) from exc
+    cls = getattr(module, class_name)
+    if not (isinstance(cls, type) and issubclass(cls, MemoryStorage)):
+        raise TypeError(f"{spec.target} is not a MemoryStorage subclass")
+    return cls
+
+
+def connect(url: str, **options: Any) -> MemoryStorage:
+    """Open the adapter for ``url``, creating missing tables and indexes.
+
+    ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...).
+    """
+    if not isinstance(url, str) or not url:
+        raise UnknownSchemeError("connect() needs a URL such as 'file:agent.db' or 'postgresql://host/db'")
+    return resolve(url).from_url(url, **options)

@@ -1,0 +1,304 @@
+"""The storage contract every adapter implements.
+
+The semantics here are normative; ``workmem.conformance`` checks them against
+any adapter. Methods that must be atomic say so: an adapter makes them atomic
+in its database (one statement, a row lock, a script, a conditional update),
+never with a lock held only in Python.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, Self
+
+from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError
+from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
+from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
+
+__all__ = [
+    "WORKING_MEMORY_KEY",
+    "Capabilities",
+    "ListQuery",
+    "MemoryStorage",
+    "ScopeTarget",
+    "check_list_args",
+    "check_owner",
+    "check_resource_update",
+    "check_scope",
+    "check_thread_update",
+    "thread_working_memory",
+]
+
+WORKING_MEMORY_KEY = "workingMemory"
+"""The key of ``thread.metadata`` that holds thread-scoped working memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an adapter guarantees beyond the required contract."""
+
+    cross_process_atomic: bool
+    """Owner checks and merges stay atomic between separate processes (not only threads of one)."""
+    persistent: bool
+    """Data outlives the process that wrote it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """Validated arguments of :meth:`MemoryStorage.list_threads`."""
+
+    resource_id: str
+    page: int
+    per_page: int | None
+    order_by: OrderBy
+    direction: Direction
+
+    @property
+    def offset(self) -> int:
+        return 0 if self.per_page is None else self.page * self.per_page
+
+    def page_of(self, threads: list[Thread], total: int) -> ThreadPage:
+        """Wrap one fetched page."""
+        has_more = self.per_page is not None and self.offset + len(threads) < total
+        return ThreadPage(tuple(threads), total, self.page, self.per_page, has_more)
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeTarget:
+    """Validated address of one working memory."""
+
+    scope: Scope
+    resource_id: str | None
+    thread_id: str | None
+
+
+def check_scope(scope: object, resource_id: object, thread_id: object) -> ScopeTarget:
+    """Validate the ``scope``/``resource_id``/``thread_id`` triple of a working-memory call."""
+    if scope == "resource":
+        if resource_id is None:
+            raise ValidationError("scope 'resource' needs a resource_id")
+        return ScopeTarget("resource", validate_id(resource_id, "resource id"), None)
+    if scope == "thread":
+        if thread_id is None:
+            raise ValidationError("scope 'thread' needs a thread_id")
+        owner = None if resource_id is None else validate_id(resource_id, "resource id")
+        return ScopeTarget("thread", owner, validate_id(thread_id, "thread id"))
+    raise ValidationError(f"scope must be 'resource' or 'thread', not {scope!r}")
+
+
+def check_list_args(
+    resource_id: object, page: object, per_page: object, order_by: object, direction: object
+) -> ListQuery:
+    """Validate the arguments of :meth:`MemoryStorage.list_threads`."""
+    validate_id(resource_id, "resource id")
+    if not isinstance(page, int) or isinstance(page, bool) or page < 0:
+        raise ValidationError(f"page must be an int >= 0, not {page!r}")
+    if per_page is None:
+        if page != 0:
+            raise ValidationError("per_page=None returns every thread, so page must be 0")
+    elif not isinstance(per_page, int) or isinstance(per_page, bool) or per_page < 1:
+        raise ValidationError(f"per_page must be an int >= 1 or None, not {per_page!r}")
+    if order_by not in ("created_at", "updated_at"):
+        raise ValidationError(f"order_by must be 'created_at' or 'updated_at', not {order_by!r}")
+    if direction not in ("asc", "desc"):
+        raise ValidationError(f"direction must be 'asc' or 'desc', not {direction!r}")
+    return ListQuery(resource_id, page, per_page, order_by, direction)  # type: ignore[arg-type]
+
+
+def check_resource_update(
+    working_memory: str | Unset | None, metadata: Mapping[str, Any] | Unset | None
+) -> tuple[str | Unset | None, dict[str, Any] | Unset | None]:
+    """Validate :meth:`MemoryStorage.update_resource` arguments; ``UNSET`` passes through."""
+    if working_memory is not UNSET and working_memory is not None:
+        validate_text(working_memory)
+    if metadata is not UNSET and metadata is not None:
+        metadata = validate_json_object(metadata)
+    return working_memory, metadata
+
+
+def check_thread_update(
+    title: str | Unset, metadata: Mapping[str, Any] | Unset | None
+) -> tuple[str | Unset, dict[str, Any] | Unset | None]:
+    """Validate :meth:`MemoryStorage.update_thread` arguments; ``UNSET`` passes through."""
+    if title is not UNSET:
+        validate_title(title)
+    if metadata is not UNSET and metadata is not None:
+        metadata = validate_json_object(metadata)
+    return title, metadata
+
+
+class MemoryStorage(ABC):
+    """Durable resources, threads and working memory on one backend.
+
+    Instances are thread-safe and usable as context managers (``close()`` on exit).
+    Every method validates its input before it writes anything and raises
+    :class:`~workmem.errors.ValidationError` on bad input.
+    """
+
+    capabilities: ClassVar[Capabilities]
+    """What this adapter guarantees beyond the required contract."""
+
+    @classmethod
+    @abstractmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """Open the backend named by ``url``, creating missing tables and indexes (used by ``connect``)."""
+
+    # -- resources -----------------------------------------------------------------
+
+    @abstractmethod
+    def get_resource(self, resource_id: str) -> Resource | None:
+        """The resource, or ``None`` when there is none."""
+
+    @abstractmethod
+    def save_resource(self, resource: Resource) -> Resource:
+        """Create the resource or replace it whole (timestamps as given); return what is stored."""
+
+    @abstractmethod
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        """Change a resource, creating it when missing; atomic.
+
+        ``working_memory`` replaces the stored text when given and is kept when
+        omitted. ``metadata`` is merged shallowly (``{**old, **new}``); ``None``
+        leaves it as it is. ``updated_at`` moves to now; ``created_at`` never changes.
+        """
+
+    # -- threads -------------------------------------------------------------------
+
+    @abstractmethod
+    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
+        """The thread, or ``None``; with ``resource_id``, a thread of another owner is ``None`` too."""
+
+    @abstractmethod
+    def save_thread(self, thread: Thread) -> Thread:
+        """Create the thread, or replace title and metadata of the same owner's thread; atomic.
+
+        On create the timestamps are stored as given; on update ``created_at`` is
+        kept and ``updated_at`` moves to now. If the id exists with another
+        ``resource_id``, raise :class:`~workmem.errors.ThreadOwnershipError` and
+        change nothing: of two racing creates with different owners exactly one wins.
+        """
+
+    @abstractmethod
+    def update_thread(
+        self,
+        thread_id: str,
+        *,
+        title: str | Unset = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Thread:
+        """Replace the title and merge metadata shallowly; atomic.
+
+        Raises :class:`~workmem.errors.ThreadNotFoundError` when there is no such thread.
+        """
+
+    @abstractmethod
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread; ``True`` if it existed. Idempotent."""
+
+    @abstractmethod
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        """One page of the resource's threads, ordered by ``order_by`` then ``id`` (same direction)."""
+
+    # -- working memory ------------------------------------------------------------
+
+    def get_working_memory(
+        self, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> str | None:
+        """The working memory text of one scope, or ``None`` when none is stored.
+
+        A missing resource or thread reads as ``None``. In thread scope a given
+        ``resource_id`` must be the thread's owner.
+        """
+        target = check_scope(scope, resource_id, thread_id)
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            resource = self.get_resource(target.resource_id)
+            return None if resource is None else resource.working_memory
+        assert target.thread_id is not None
+        thread = self.get_thread(target.thread_id)
+        if thread is None:
+            return None
+        check_owner(thread, target.resource_id)
+        return thread_working_memory(thread.metadata)
+
+    def set_working_memory(
+        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        """Replace the working memory text of one scope.
+
+        Resource scope creates the resource when missing; thread scope needs an
+        existing thread (:class:`~workmem.errors.ThreadNotFoundError`).
+        """
+        target = check_scope(scope, resource_id, thread_id)
+        validate_text(content)
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            self.update_resource(target.resource_id, working_memory=content)
+            return
+        assert target.thread_id is not None
+        if target.resource_id is not None:
+            # The owner never changes, so checking it before the write leaves no race.
+            thread = self.get_thread(target.thread_id)
+            if thread is None:
+                raise ThreadNotFoundError(target.thread_id)
+            check_owner(thread, target.resource_id)
+        self.update_thread(target.thread_id, metadata={WORKING_MEMORY_KEY: content})
+
+    @abstractmethod
+    def merge_working_memory(
+        self,
+        patch: Mapping[str, Any],
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Apply an RFC 7396 merge patch to the stored JSON object; return the merged document. Atomic.
+
+        Missing or blank working memory counts as ``{}``. Stored text that is not
+        a JSON object raises :class:`~workmem.errors.WorkingMemoryFormatError`
+        and changes nothing. Scopes and ownership as in :meth:`set_working_memory`.
+        """
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def thread_working_memory(metadata: Mapping[str, Any] | None) -> str | None:
+    """The thread-scoped working memory held in thread metadata; a non-string value counts as none."""
+    value = (metadata or {}).get(WORKING_MEMORY_KEY)
+    return value if isinstance(value, str) else None
+
+
+def check_owner(thread: Thread, resource_id: str | None) -> None:
+    """Raise :class:`ThreadOwnershipError` when ``resource_id`` is given and does not own ``thread``."""
+    if resource_id is not None and thread.resource_id != resource_id:
+        raise ThreadOwnershipError(thread.id, resource_id)
