@@ -1,0 +1,67 @@
+"""FAKE, NOT CONFORMANCE: the MongoDB adapter's code paths run against mongomock, an in-process imitation.
+
+mongomock is not MongoDB: it implements no real wire protocol, no real BSON
+round trip, no server-side atomicity between threads, and accepts some updates a
+server would reject (or the reverse). Passing here says the adapter's Python is
+wired correctly; only ``test_mongodb_server.py`` / ``test_conformance_mongodb.py``
+against a real server say the adapter is correct.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import mongomock
+import pytest
+from test_mongodb_behaviour import MongoBehaviour
+
+from workmem.adapters.mongodb import MongoStorage
+
+
+@pytest.fixture
+def fake_client() -> Iterator[mongomock.MongoClient]:
+    client = mongomock.MongoClient(tz_aware=True)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def storage(fake_client: mongomock.MongoClient) -> MongoStorage:
+    return MongoStorage(fake_client, f"fake_{uuid.uuid4().hex}")
+
+
+@pytest.fixture
+def open_storage(fake_client: mongomock.MongoClient, storage: MongoStorage) -> Callable[[], MongoStorage]:
+    # One shared fake client: mongomock has no server, so "more connections" are more adapter objects.
+    return lambda: MongoStorage(fake_client, storage.database)
+
+
+class TestFakeMongomock(MongoBehaviour):
+    """The shared MongoDB checks against mongomock (FAKE: never counts as conformance)."""
+
+    @pytest.fixture(autouse=True)
+    def _label(self, request: pytest.FixtureRequest) -> None:
+        if "concurrent" in request.node.name or "racing" in request.node.name:
+            pytest.skip("FAKE mongomock: updates are not atomic between threads, so concurrency means nothing here")
+
+    def test_fake_mongomock_indexes_created_idempotently(self, storage: MongoStorage) -> None:
+        MongoStorage(storage._client, storage.database)  # second open: no error, same indexes
+        threads = storage._client[storage.database]["mastra_threads"].index_information()
+        resources = storage._client[storage.database]["mastra_resources"].index_information()
+        assert threads["id_1"].get("unique") is True
+        assert threads["resourceId_1_createdAt_-1"]["key"] == [("resourceId", 1), ("createdAt", -1)]
+        assert threads["resourceId_1_updatedAt_-1"]["key"] == [("resourceId", 1), ("updatedAt", -1)]
+        assert resources["id_1"].get("unique") is True
+
+
+CONCURRENCY_MODULES = ("workmem.conformance.concurrency", "workmem.conformance.processes")
+
+
+def test_fake_mongomock_contract_smoke(fake_client: mongomock.MongoClient, storage: MongoStorage) -> None:
+    """FAKE: the suite's single-connection checks through mongomock, to shake out adapter bugs (not conformance)."""
+    from workmem.conformance import all_checks, run
+
+    names = [c.name for c in all_checks() if c.func.__module__ not in CONCURRENCY_MODULES]
+    report = run(lambda: MongoStorage(fake_client, storage.database, create_indexes=False), profile="quick", only=names)
+    assert [(c.name, c.reason) for c in report.checks if c.status != "passed"] == []

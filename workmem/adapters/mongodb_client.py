@@ -1,0 +1,110 @@
+"""Opening a pymongo client for ``mongodb://`` / ``mongodb+srv://`` URLs, and translating its errors.
+
+No I/O except :func:`open_client` (which may resolve a ``+srv`` DNS record).
+Every message that leaves this module has the URL's password masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from workmem.drivers import import_driver
+from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
+from workmem.urls import mask_secrets, mask_url
+
+if TYPE_CHECKING:
+    from pymongo import MongoClient
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_MS",
+    "DEFAULT_SERVER_SELECTION_TIMEOUT_MS",
+    "Secrets",
+    "client_options",
+    "driver_errors",
+    "is_duplicate_key",
+    "open_client",
+]
+
+DEFAULT_SERVER_SELECTION_TIMEOUT_MS: Final = 5000
+"""How long an operation waits for a usable server before :class:`BackendUnavailableError` (pymongo: 30 s)."""
+DEFAULT_CONNECT_TIMEOUT_MS: Final = 5000
+"""TCP connect (and ``+srv`` DNS) timeout (pymongo's own default is 20 s)."""
+
+_DEFAULTS: Final[Mapping[str, Any]] = {
+    "serverSelectionTimeoutMS": DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
+    "connectTimeoutMS": DEFAULT_CONNECT_TIMEOUT_MS,
+    "appname": "workmem",
+}
+
+
+class Secrets:
+    """What must never appear in a message: the URL's password, raw and URL-decoded."""
+
+    __slots__ = ("masked_url", "passwords")
+
+    def __init__(self, url: str) -> None:
+        self.masked_url = mask_url(url)
+        try:
+            password = urlsplit(url).password
+        except ValueError:
+            password = None
+        self.passwords: tuple[str, ...] = () if not password else (password, unquote(password))
+
+    def mask(self, text: str) -> str:
+        return mask_secrets(text, *self.passwords)
+
+    def __repr__(self) -> str:
+        return "Secrets(***)"
+
+
+def client_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``MongoClient(url, ...)``: workmem's defaults, then the URL's, then ``options``.
+
+    Timeouts default to 5 s unless the URL or ``options`` set them; dates always
+    decode as timezone-aware UTC.
+    """
+    in_url = {key.lower() for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+    given = in_url | {key.lower() for key in options}
+    kwargs: dict[str, Any] = {key: value for key, value in _DEFAULTS.items() if key.lower() not in given}
+    kwargs.update(options)
+    kwargs["tz_aware"] = True
+    kwargs["tzinfo"] = UTC
+    kwargs["document_class"] = dict
+    return kwargs
+
+
+def open_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> MongoClient[dict[str, Any]]:
+    """A new ``MongoClient`` for ``url`` (connects lazily; a ``+srv`` URL resolves its DNS records now)."""
+    pymongo = import_driver("pymongo", "mongodb")
+    errors = import_driver("pymongo.errors", "mongodb")
+    with driver_errors(errors, secrets, "connect"):
+        client: MongoClient[dict[str, Any]] = pymongo.MongoClient(url, **client_options(url, options))
+    return client
+
+
+def is_duplicate_key(errors: ModuleType, exc: BaseException) -> bool:
+    """Whether ``exc`` is MongoDB's E11000 duplicate-key error (alone or inside a bulk write)."""
+    if isinstance(exc, errors.DuplicateKeyError):
+        return True
+    return isinstance(exc, errors.OperationFailure) and exc.code in (11000, 11001)
+
+
+@contextmanager
+def driver_errors(errors: ModuleType, secrets: Secrets, action: str) -> Iterator[None]:
+    """Turn pymongo exceptions raised inside the block into workmem errors, password masked."""
+    try:
+        yield
+    except errors.PyMongoError as exc:
+        message = secrets.mask(f"mongodb {action} failed ({secrets.masked_url}): {type(exc).__name__}: {exc}")
+        if isinstance(exc, errors.ConnectionFailure):
+            raise BackendUnavailableError(message) from exc
+        if isinstance(exc, errors.ConfigurationError):
+            if "DNS" in str(exc):
+                raise BackendUnavailableError(message) from exc
+            raise ValidationError(message) from exc
+        raise WorkmemError(message) from exc

@@ -1,0 +1,233 @@
+"""MongoDB documents as the TypeScript Mastra adapter keeps them, mapped to and from workmem records.
+
+No I/O here: collection names, index specs, document builders, CAS filters and
+row mapping, shared by the sync adapter and any async twin.
+
+Document shapes (``@mastra/mongodb``):
+
+* ``mastra_threads``: ``{id, resourceId, title, metadata, createdAt, updatedAt}``;
+  ``metadata`` is a native sub-document, dates are BSON dates.
+* ``mastra_resources``: ``{id, workingMemory, metadata, createdAt, updatedAt}``;
+  ``metadata`` is stored as a JSON *string* (older Mastra writes it that way;
+  newer Mastra and workmem read both the string and the sub-document form).
+
+workmem adds one field, ``workmemRev`` (an int bumped by every workmem write),
+which its optimistic compare-and-swap loops check together with ``updatedAt``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from workmem.records import Direction, OrderBy, Resource, Thread
+from workmem.timestamps import from_iso, normalize, to_iso
+from workmem.validation import MAX_SAFE_INT, dump_json
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "RESOURCES",
+    "RESOURCE_INDEXES",
+    "REV",
+    "THREADS",
+    "THREAD_INDEXES",
+    "IndexSpec",
+    "cas_filter",
+    "is_native_metadata",
+    "next_rev",
+    "raw_metadata",
+    "resource_document",
+    "resource_from_document",
+    "resource_metadata_value",
+    "resource_working_memory",
+    "sort_spec",
+    "thread_from_document",
+    "thread_insert_fields",
+    "to_plain",
+]
+
+DEFAULT_DATABASE: Final = "mastra"
+"""The database used when the URL names none."""
+THREADS: Final = "mastra_threads"
+RESOURCES: Final = "mastra_resources"
+REV: Final = "workmemRev"
+"""Revision counter bumped by every workmem write; the token of the compare-and-swap loops."""
+
+IndexSpec = tuple[list[tuple[str, int]], dict[str, Any]]
+"""``(keys, options)`` for ``Collection.create_index``."""
+
+# The same key patterns (hence the same default names) as @mastra/mongodb, so
+# creating them on a database Mastra already uses is a no-op.
+THREAD_INDEXES: Final[tuple[IndexSpec, ...]] = (
+    ([("id", 1)], {"unique": True}),
+    ([("resourceId", 1), ("createdAt", -1)], {}),
+    ([("resourceId", 1), ("updatedAt", -1)], {}),
+)
+RESOURCE_INDEXES: Final[tuple[IndexSpec, ...]] = (([("id", 1)], {"unique": True}),)
+
+_ORDER_FIELDS: Final[Mapping[str, str]] = {"created_at": "createdAt", "updated_at": "updatedAt"}
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def sort_spec(order_by: OrderBy, direction: Direction) -> list[tuple[str, int]]:
+    """``order_by`` then ``id``, both in ``direction``."""
+    sign = 1 if direction == "asc" else -1
+    return [(_ORDER_FIELDS[order_by], sign), ("id", sign)]
+
+
+# -- BSON values -> JSON values ------------------------------------------------------
+
+
+def _as_mapping(value: Any) -> dict[str, Any] | None:
+    """A decoded sub-document as a dict; pymongo decodes ``{$ref, $id}`` sub-documents as ``DBRef``."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    as_doc = getattr(value, "as_doc", None)  # bson.dbref.DBRef, without importing bson here
+    if callable(as_doc):
+        return dict(as_doc())
+    return None
+
+
+def to_plain(value: Any) -> Any:
+    """A decoded BSON value as a plain JSON value (what Mastra's ``JSON.stringify`` would make of it)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        # bson.Int64 -> int; beyond 2**53 a JavaScript reader sees a double, and so do we.
+        return int(value) if abs(value) <= MAX_SAFE_INT else float(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, datetime):
+        return to_iso(value if value.tzinfo else value.replace(tzinfo=UTC))
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item) for item in value]
+    mapping = _as_mapping(value)
+    if mapping is not None:
+        return {str(key): to_plain(item) for key, item in mapping.items()}
+    return str(value)  # ObjectId, Decimal128, Binary, ...
+
+
+def raw_metadata(value: Any) -> dict[str, Any] | None:
+    """Thread ``metadata`` as decoded, values untouched so writing it back keeps their BSON types.
+
+    A sub-document is the normal form; a JSON string (which Mastra's reader also
+    accepts) is parsed; anything else counts as no metadata.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return _as_mapping(value)
+
+
+def is_native_metadata(value: Any) -> bool:
+    """Whether stored ``metadata`` is a sub-document (so a path update ``metadata.<key>`` can address it)."""
+    return _as_mapping(value) is not None
+
+
+def _timestamp(value: Any, fallback: datetime | None = None) -> datetime:
+    if isinstance(value, datetime):
+        return normalize(value if value.tzinfo else value.replace(tzinfo=UTC))
+    if isinstance(value, str):
+        try:
+            return from_iso(value)
+        except ValueError:
+            pass
+    return fallback or _EPOCH
+
+
+def _timestamps(document: Mapping[str, Any]) -> tuple[datetime, datetime]:
+    created = _timestamp(document.get("createdAt"))
+    return created, _timestamp(document.get("updatedAt"), created)
+
+
+def resource_metadata_value(value: Any) -> dict[str, Any] | None:
+    """Resource ``metadata`` as stored: a JSON string (Mastra's format) or a sub-document."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    plain = to_plain(value)
+    return plain if isinstance(plain, dict) else None
+
+
+def resource_working_memory(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return dump_json(to_plain(value))  # a sub-document someone stored: read it as its JSON text
+
+
+# -- documents -> records -------------------------------------------------------------
+
+
+def thread_from_document(document: Mapping[str, Any]) -> Thread:
+    created, updated = _timestamps(document)
+    metadata = to_plain(raw_metadata(document.get("metadata")))
+    title = document.get("title")
+    return Thread(
+        id=document["id"],
+        resource_id=document["resourceId"],
+        title=title if isinstance(title, str) else "",
+        metadata=metadata if isinstance(metadata, dict) else None,
+        created_at=created,
+        updated_at=updated,
+    )
+
+
+def resource_from_document(document: Mapping[str, Any]) -> Resource:
+    created, updated = _timestamps(document)
+    return Resource(
+        id=document["id"],
+        working_memory=resource_working_memory(document.get("workingMemory")),
+        metadata=resource_metadata_value(document.get("metadata")),
+        created_at=created,
+        updated_at=updated,
+    )
+
+
+# -- records -> documents -------------------------------------------------------------
+
+
+def thread_insert_fields(thread: Thread) -> dict[str, Any]:
+    """The fields a new thread document gets besides ``id`` and ``resourceId`` (which the upsert filter sets)."""
+    return {
+        "title": thread.title,
+        "metadata": thread.metadata,
+        "createdAt": thread.created_at,
+        "updatedAt": thread.updated_at,
+        REV: 1,
+    }
+
+
+def resource_document(resource: Resource) -> dict[str, Any]:
+    """Every stored field of ``resource`` except ``id``; ``metadata`` as JSON text, like Mastra."""
+    return {
+        "workingMemory": resource.working_memory,
+        "metadata": None if resource.metadata is None else dump_json(resource.metadata),
+        "createdAt": resource.created_at,
+        "updatedAt": resource.updated_at,
+    }
+
+
+# -- optimistic concurrency -----------------------------------------------------------
+
+
+def cas_filter(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Match ``document`` only while it is unchanged since it was read.
+
+    ``workmemRev`` changes on every workmem write; ``updatedAt`` also catches
+    writes by Mastra's own adapter, which does not know the revision. A missing
+    field is matched by ``None`` (which matches missing or null).
+    """
+    return {"id": document["id"], REV: document.get(REV), "updatedAt": document.get("updatedAt")}
+
+
+def next_rev(document: Mapping[str, Any]) -> int:
+    """The revision a compare-and-swap write of ``document`` stores."""
+    rev = document.get(REV)
+    return (int(rev) if isinstance(rev, int) and not isinstance(rev, bool) else 0) + 1
