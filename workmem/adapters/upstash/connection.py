@@ -1,0 +1,161 @@
+"""Reaching Upstash: URL parsing and the REST client wrapper that maps its errors.
+
+The ``upstash-redis`` driver is imported here, on first use. Its token never
+leaves this module: it is not in any ``repr`` and is masked out of every
+error message.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+from workmem.drivers import import_driver
+from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
+from workmem.urls import mask_secrets, mask_url
+
+from .scripts import Script
+
+__all__ = ["ENV_TOKEN", "ENV_URL", "RestClient", "UpstashSettings"]
+
+ENV_URL = "UPSTASH_REDIS_REST_URL"
+ENV_TOKEN = "UPSTASH_REDIS_REST_TOKEN"
+_OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout")
+_UNAVAILABLE = ("WRONGPASS", "NOAUTH", "UNAUTHORIZED", "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")
+
+
+@dataclass(frozen=True, slots=True)
+class UpstashSettings:
+    """Everything needed to open the REST client, parsed from a workmem URL."""
+
+    rest_url: str
+    """The REST endpoint (``https://...upstash.io``), without the token."""
+    token: str = field(repr=False)
+    """The REST token (never shown)."""
+    prefix: str = ""
+    """Put before every key; empty means exactly Mastra's keys."""
+    retries: int = 1
+    """How often the client re-sends a request that failed (the driver's ``rest_retries``)."""
+    retry_interval: float = 3.0
+    """Seconds between those attempts."""
+    timeout: float | None = 30.0
+    """HTTP timeout in seconds (``None``: wait forever, the driver's default)."""
+
+    @classmethod
+    def from_url(cls, url: str, options: Mapping[str, Any]) -> UpstashSettings:
+        """Read ``upstash+https://host?token=...``, ``upstash+http://...`` or bare ``upstash://`` (environment)."""
+        try:
+            parts = urlsplit(url)
+            query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        except ValueError:
+            raise ValidationError(f"not a valid Upstash URL: {mask_url(url)}") from None
+        values: dict[str, Any] = {**query, **options}
+        unknown = sorted(set(values) - set(_OPTIONS))
+        if unknown:
+            raise ValidationError(f"unknown Upstash option(s) {unknown}; known: {list(_OPTIONS)}")
+        scheme = parts.scheme.lower()
+        token = values.get("token") or (unquote(parts.password) if parts.password else None)
+        if scheme == "upstash" and not parts.hostname:
+            rest_url = os.environ.get(ENV_URL, "")
+            if not rest_url:
+                raise ValidationError(f"upstash:// without a host reads {ENV_URL}, which is not set")
+        elif scheme in ("upstash", "upstash+https", "upstash+http"):
+            if not parts.hostname:
+                raise ValidationError(f"{mask_url(url)} has no host")
+            host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+            http = "http" if scheme == "upstash+http" else "https"
+            rest_url = urlunsplit((http, host, parts.path.rstrip("/"), "", ""))
+        else:
+            raise ValidationError(f"not an Upstash URL: {mask_url(url)}")
+        token = token or os.environ.get(ENV_TOKEN)
+        if not token:
+            raise ValidationError(f"{mask_url(url)} needs a token: ?token=... or {ENV_TOKEN}")
+        try:
+            timeout = values.get("timeout", 30.0)
+            return cls(
+                rest_url=rest_url.rstrip("/"),
+                token=str(token),
+                prefix=str(values.get("prefix", "")),
+                retries=int(values.get("retries", 1)),
+                retry_interval=float(values.get("retry_interval", 3.0)),
+                timeout=None if timeout in (None, "", "none") else float(timeout),
+            )
+        except (TypeError, ValueError):
+            raise ValidationError("retries must be an int, retry_interval and timeout numbers of seconds") from None
+
+
+class _NoScript(Exception):
+    """The server does not have the script cached (``NOSCRIPT``)."""
+
+
+class RestClient:
+    """The ``upstash_redis.Redis`` client, with errors mapped to workmem's and ``EVALSHA`` falling back to ``EVAL``."""
+
+    def __init__(self, settings: UpstashSettings) -> None:
+        driver = import_driver("upstash_redis", "upstash")
+        errors = import_driver("upstash_redis.errors", "upstash")
+        self._upstash_error: type[Exception] = errors.UpstashError
+        self._token = settings.token
+        self._where = settings.rest_url
+        self._redis = driver.Redis(
+            url=settings.rest_url,
+            token=settings.token,
+            rest_retries=settings.retries,
+            rest_retry_interval=settings.retry_interval,
+            allow_telemetry=False,
+        )
+        http = getattr(getattr(self._redis, "_http", None), "_client", None)
+        if http is not None and hasattr(http, "timeout"):
+            http.timeout = settings.timeout  # the driver creates its httpx client without a timeout
+
+    def __repr__(self) -> str:
+        return f"RestClient({self._where!r})"
+
+    def _mask(self, text: str) -> str:
+        return mask_secrets(text, self._token)
+
+    def call(self, *command: str | int) -> Any:
+        """Run one command.
+
+        Redis errors become :class:`WorkmemError` (:class:`BackendUnavailableError`
+        for a refused token or a server that cannot serve), transport failures
+        :class:`BackendUnavailableError`.
+        """
+        return self._guard(str(command[0]), lambda: self._redis.execute(list(command)))
+
+    def _guard(self, what: str, request: Callable[[], Any]) -> Any:
+        try:
+            return request()
+        except self._upstash_error as exc:
+            message = self._mask(str(exc))
+            if message.startswith("NOSCRIPT"):
+                raise _NoScript(message) from None
+            if message.upper().startswith(_UNAVAILABLE) or "could not reach redis" in message:
+                raise BackendUnavailableError(f"Upstash at {self._where}: {message}") from exc
+            raise WorkmemError(f"Upstash at {self._where} refused {what}: {message}") from exc
+        except Exception as exc:  # httpx transport errors, a body that is not JSON, ...
+            detail = self._mask(f"{type(exc).__name__}: {exc}")
+            raise BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}") from exc
+
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        """Run a script by SHA-1, sending its source only when the server does not have it cached."""
+        try:
+            return self.call("EVALSHA", script.sha1, len(keys), *keys, *args)
+        except _NoScript:
+            return self.call("EVAL", script.source, len(keys), *keys, *args)
+
+    def load(self, scripts: Sequence[Script]) -> None:
+        """Cache the scripts on the server (also checks the URL and token)."""
+        first, *rest = scripts
+        self.call("SCRIPT", "LOAD", first.source)  # alone: a refused token is reported clearly
+        if rest:
+            pipeline = self._redis.pipeline()
+            for script in rest:
+                pipeline.execute(["SCRIPT", "LOAD", script.source])
+            self._guard("SCRIPT LOAD", pipeline.exec)
+
+    def close(self) -> None:
+        self._redis.close()

@@ -1,0 +1,74 @@
+"""Where each record lives in the Redis keyspace (no I/O).
+
+Records use the keys of the TypeScript ``@mastra/upstash`` adapter, so both
+read and write the same data: ``mastra_resources:{id}`` and
+``mastra_threads:id:{id}``, one JSON document each. The thread indexes are
+workmem's own: two sorted sets per resource,
+``workmem:thread_index:created_at:{resource_id}`` and
+``workmem:thread_index:updated_at:{resource_id}``, member = thread id, score =
+the timestamp in epoch milliseconds. They deliberately do not start with
+``mastra_threads:``, which the TypeScript adapter scans and reads as JSON.
+Every key is preceded by the optional prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from workmem.records import OrderBy
+
+__all__ = ["INDEX_PART", "RESOURCE_PART", "THREAD_PART", "KeySpace", "glob_escape"]
+
+RESOURCE_PART = "mastra_resources:"
+THREAD_PART = "mastra_threads:id:"
+INDEX_PART = "workmem:thread_index:"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the glob characters of ``SCAN ... MATCH`` escaped."""
+    return re.sub(r"([\\*?\[\]])", r"\\\1", text)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """The keys of one workmem namespace: Mastra's key names behind an optional prefix."""
+
+    prefix: str = ""
+
+    def resource(self, resource_id: str) -> str:
+        return f"{self.prefix}{RESOURCE_PART}{resource_id}"
+
+    def thread(self, thread_id: str) -> str:
+        return f"{self.prefix}{THREAD_PART}{thread_id}"
+
+    @property
+    def thread_key_start(self) -> str:
+        """What every thread key starts with (the thread id follows)."""
+        return f"{self.prefix}{THREAD_PART}"
+
+    def thread_index(self, order_by: OrderBy, resource_id: str) -> str:
+        return f"{self.prefix}{INDEX_PART}{order_by}:{resource_id}"
+
+    def thread_indexes(self, resource_id: str) -> tuple[str, str]:
+        """The ``created_at`` and ``updated_at`` index keys of one resource."""
+        return self.thread_index("created_at", resource_id), self.thread_index("updated_at", resource_id)
+
+    def thread_pattern(self) -> str:
+        """``SCAN`` pattern of every thread document."""
+        return f"{glob_escape(self.prefix)}{THREAD_PART}*"
+
+    def index_pattern(self, order_by: OrderBy) -> str:
+        """``SCAN`` pattern of every thread index ordered by ``order_by``."""
+        return f"{glob_escape(self.prefix)}{INDEX_PART}{order_by}:*"
+
+    def index_owner(self, order_by: OrderBy, key: str) -> str:
+        """The resource id of a thread index key."""
+        start = f"{self.prefix}{INDEX_PART}{order_by}:"
+        if not key.startswith(start):
+            raise ValueError(f"{key!r} is not a {order_by} thread index")
+        return key[len(start) :]
+
+    def everything_pattern(self) -> str:
+        """``SCAN`` pattern of every key under the prefix (all keys when there is none)."""
+        return f"{glob_escape(self.prefix)}*"

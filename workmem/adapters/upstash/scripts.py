@@ -1,0 +1,125 @@
+"""The Lua scripts the Upstash adapter runs (no I/O).
+
+None of them parses or builds JSON: Lua's cjson cannot tell ``[]`` from ``{}``
+and prints numbers with 14 significant digits, so JSON is only ever read and
+written by Python and the scripts move opaque document text. Each write is a
+compare-and-set: the script replaces the document (and maintains the thread
+indexes) only if the stored text is still what Python read, and otherwise
+returns the current text so Python can recompute and try again. A script also
+succeeds when the stored text already equals the new text, which makes every
+write safe to repeat when the client retries a request whose response was lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+__all__ = ["CAS_DELETE", "CAS_SET", "INDEX_IF_UNCHANGED", "LIST_PAGE", "UNINDEX_IF_UNCHANGED", "Script"]
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A Lua script and its SHA-1 (for ``EVALSHA``)."""
+
+    name: str
+    source: str
+    sha1: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sha1", hashlib.sha1(self.source.encode("utf-8")).hexdigest())
+
+
+CAS_SET = Script(
+    "cas_set",
+    """
+-- KEYS[1] document; KEYS[2], KEYS[3] (threads only) created_at and updated_at indexes of the owner
+-- ARGV: expected exists ('0'/'1'), expected text, new text, then for threads: id, created ms, updated ms
+local current = redis.call('GET', KEYS[1])
+local matches
+if current == ARGV[3] then
+  matches = true
+elseif ARGV[1] == '0' then
+  matches = current == false
+else
+  matches = current == ARGV[2]
+end
+if not matches then
+  if current == false then return {0} end
+  return {0, current}
+end
+redis.call('SET', KEYS[1], ARGV[3])
+if #KEYS == 3 then
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
+  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[4])
+end
+return {1}
+""",
+)
+
+CAS_DELETE = Script(
+    "cas_delete",
+    """
+-- KEYS[1] thread document, KEYS[2], KEYS[3] its owner's indexes; ARGV[1] expected text, ARGV[2] thread id
+local current = redis.call('GET', KEYS[1])
+if current ~= false and current ~= ARGV[1] then return {0, current} end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('ZREM', KEYS[3], ARGV[2])
+if current == false then return {1, 0} end
+return {1, 1}
+""",
+)
+
+LIST_PAGE = Script(
+    "list_page",
+    """
+-- KEYS[1] index; ARGV[1] thread key start, ARGV[2] start rank, ARGV[3] stop rank, ARGV[4] 'asc'/'desc'
+-- Returns {total, id1, doc1, id2, doc2, ...} from one snapshot; a missing document is ''.
+local ids
+if ARGV[4] == 'desc' then
+  ids = redis.call('ZREVRANGE', KEYS[1], ARGV[2], ARGV[3])
+else
+  ids = redis.call('ZRANGE', KEYS[1], ARGV[2], ARGV[3])
+end
+local out = {redis.call('ZCARD', KEYS[1])}
+for _, id in ipairs(ids) do
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('GET', ARGV[1] .. id) or ''
+end
+return out
+""",
+)
+
+INDEX_IF_UNCHANGED = Script(
+    "index_if_unchanged",
+    """
+-- For each thread i: KEYS[3i-2] document, KEYS[3i-1], KEYS[3i] owner's indexes;
+-- ARGV[4i-3] document text as read, ARGV[4i-2] id, ARGV[4i-1] created ms, ARGV[4i] updated ms.
+local done = 0
+for i = 1, #KEYS / 3 do
+  if redis.call('GET', KEYS[3 * i - 2]) == ARGV[4 * i - 3] then
+    redis.call('ZADD', KEYS[3 * i - 1], ARGV[4 * i - 1], ARGV[4 * i - 2])
+    redis.call('ZADD', KEYS[3 * i], ARGV[4 * i], ARGV[4 * i - 2])
+    done = done + 1
+  end
+end
+return done
+""",
+)
+
+UNINDEX_IF_UNCHANGED = Script(
+    "unindex_if_unchanged",
+    """
+-- For each entry i: KEYS[2i-1] thread document, KEYS[2i] index;
+-- ARGV[2i-1] document text as read ('' when missing), ARGV[2i] thread id.
+local done = 0
+for i = 1, #KEYS / 2 do
+  local current = redis.call('GET', KEYS[2 * i - 1]) or ''
+  if current == ARGV[2 * i - 1] then
+    done = done + redis.call('ZREM', KEYS[2 * i], ARGV[2 * i])
+  end
+end
+return done
+""",
+)

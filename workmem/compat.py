@@ -1,0 +1,446 @@
+"""Merging conformance reports into a compatibility table: one row per check, one column per backend, in Markdown.
+
+Each input is a JSON report written by ``workmem conformance URL --json FILE``
+(``Report.to_dict()``). CI names them ``report-<backend>-<version>-py<python>.json``;
+the version and Python are read from that name when it has this shape, the
+backend always from the report itself::
+
+    python -m workmem.compat reports/*.json -o COMPATIBILITY.md
+    python -m workmem.compat reports/ --expect libsql --expect postgres
+
+A directory argument stands for the ``*.json`` files in and below it
+(``gh run download`` puts each artifact in its own folder). Columns are one per
+backend, split by version and Python only where a backend has several; columns
+of one backend version whose results are identical on every Python are merged
+into one. Rows are the checks, in the order the suite ran them. Cells are ✅
+passed, ❌ failed (reason), ⏭ skipped (reason), ⚠ xfail (reason), "— not run"
+(the check is absent from that report) and "no report" for an expected backend
+with no report at all: nothing is ever shown as passing without a report that
+says so. The footer lists every source file with its start time.
+
+Exit status: 0, or 2 when a report cannot be read or does not have the pinned
+shape; with ``--strict`` also 1 when a report failed or an expected backend has
+no report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from workmem.registry import builtin_schemes
+from workmem.urls import mask_url
+
+__all__ = [
+    "DEFAULT_BACKENDS",
+    "REPORT_NAME",
+    "STATUSES",
+    "Cell",
+    "CheckResult",
+    "Column",
+    "ReportError",
+    "ReportFile",
+    "Table",
+    "build_table",
+    "canonical_backend",
+    "configure_parser",
+    "expand_paths",
+    "load_report",
+    "main",
+    "render_markdown",
+    "run_cli",
+]
+
+DEFAULT_BACKENDS: Final = ("libsql", "postgres", "upstash", "mongodb", "oracle")
+"""The backends CI tests; each gets a column, saying "no report" if none came in."""
+
+STATUSES: Final = frozenset({"passed", "failed", "skipped", "xfailed"})
+"""The check outcomes a report may contain."""
+
+_TOP_KEYS: Final = ("workmem_version", "backend", "adapter", "url", "profile", "started_at", "duration_s", "passed")
+_CHECK_KEYS: Final = ("name", "title", "required", "status", "reason", "duration_s")
+REPORT_NAME = re.compile(r"^report-(?P<backend>[A-Za-z0-9_+]+)-(?P<version>.+)-py(?P<python>\d+(?:\.\d+)*)$")
+"""CI's report file stem, ``report-<backend>-<version>-py<python>``."""
+_REASON_CHARS: Final = 120
+
+
+class ReportError(ValueError):
+    """A report file that cannot be read or does not have the pinned shape (the message names the file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check's outcome in one report."""
+
+    name: str
+    """The check's stable name."""
+    title: str
+    """One line saying what the check establishes."""
+    required: bool
+    """Whether a backend must pass it to conform (optional checks may skip)."""
+    status: str
+    """``passed``, ``failed``, ``skipped`` or ``xfailed``."""
+    reason: str | None
+    """Why it failed, skipped or is expected to fail."""
+    duration_s: float
+    """Seconds the check took."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFile:
+    """One conformance report and where it came from."""
+
+    source: str
+    """The file name (no directory), as listed in the footer."""
+    backend: str
+    """Canonical backend name (``postgres``, ``libsql``, ...)."""
+    version: str | None
+    """Server version from the CI file name (``17``, ``8.0``), if the name carries one."""
+    python: str | None
+    """Python version from the CI file name (``3.12``), if the name carries one."""
+    workmem_version: str
+    adapter: str
+    url: str
+    """The target URL, secrets masked."""
+    profile: str
+    started_at: str
+    duration_s: float
+    passed: bool
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """What one column says about one check."""
+
+    status: str
+    """A check status, ``not run`` or ``no report``."""
+    reason: str | None = None
+
+    def render(self) -> str:
+        reason = _clean(self.reason)
+        if self.status == "passed":
+            return "✅"
+        if self.status == "failed":
+            return f"❌ {reason}" if reason else "❌"
+        if self.status == "skipped":
+            return f"⏭ skipped ({reason})" if reason else "⏭ skipped"
+        if self.status == "xfailed":
+            return f"⚠ xfail ({reason})" if reason else "⚠ xfail"
+        if self.status == "not run":
+            return "— not run"
+        return "no report"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of the table: one backend (version), from one or several identical reports, or none."""
+
+    label: str
+    backend: str
+    reports: tuple[ReportFile, ...]
+    """Empty for an expected backend with no report."""
+    cells: Mapping[str, Cell] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> bool:
+        return not self.reports
+
+    def cell(self, check: str) -> Cell:
+        if self.missing:
+            return Cell("no report")
+        return self.cells.get(check, Cell("not run"))
+
+    def summary(self) -> str:
+        if self.missing:
+            return "no report"
+        checks = self.reports[0].checks
+        passed = sum(1 for c in checks if c.status == "passed")
+        verdict = "✅ passed" if self.reports[0].passed else "❌ failed"
+        return f"{verdict} ({passed}/{len(checks)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """The merged table, ready to render."""
+
+    columns: tuple[Column, ...]
+    checks: tuple[tuple[str, str, bool], ...]
+    """Rows: ``(name, title, required)`` in the order the suite ran them."""
+    reports: tuple[ReportFile, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Every column has a report and every report passed."""
+        return all(not c.missing and all(r.passed for r in c.reports) for c in self.columns)
+
+
+def canonical_backend(name: str) -> str:
+    """``postgresql``/``postgresql+psycopg`` → ``postgres``, ``file`` → ``libsql``: the adapter module's name."""
+    key = name.strip().lower()
+    spec = builtin_schemes().get(key)
+    if spec is not None:
+        return spec.target.partition(":")[0].rsplit(".", 1)[-1]
+    return key
+
+
+def _clean(text: str | None) -> str:
+    """``text`` on one line, cut to a table-friendly length, with Markdown table syntax escaped."""
+    if not text:
+        return ""
+    one_line = " ".join(text.split())
+    if len(one_line) > _REASON_CHARS:
+        one_line = one_line[: _REASON_CHARS - 1].rstrip() + "…"
+    return one_line.replace("|", "\\|")
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise ReportError(f"{where}: missing {key!r}")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ReportError(f"{where}: {key!r} has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportError(f"{where}: {key!r} must be a number")
+    return float(value)
+
+
+def _check_result(item: Any, where: str) -> CheckResult:
+    if not isinstance(item, Mapping):
+        raise ReportError(f"{where}: a check is not an object")
+    name = _require(item, "name", str, where)
+    where = f"{where}: check {name!r}"
+    status = _require(item, "status", str, where)
+    if status not in STATUSES:
+        raise ReportError(f"{where}: unknown status {status!r} (expected one of {', '.join(sorted(STATUSES))})")
+    reason = item.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ReportError(f"{where}: 'reason' must be a string or null")
+    return CheckResult(
+        name=name,
+        title=_require(item, "title", str, where),
+        required=_require(item, "required", bool, where),
+        status=status,
+        reason=reason,
+        duration_s=_number(item, "duration_s", where),
+    )
+
+
+def _masked(url: str) -> str:
+    """``url`` as the report gives it, unless it still carries a secret (then masked)."""
+    masked = mask_url(url)
+    return masked if masked.count("***") > url.count("***") else url
+
+
+def load_report(path: str | Path) -> ReportFile:
+    """Read and validate one JSON report; :class:`ReportError` names the file and what is wrong."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path}: cannot read a JSON report ({exc})") from exc
+    where = str(path)
+    if not isinstance(data, Mapping):
+        raise ReportError(f"{where}: not a JSON object")
+    for key in _TOP_KEYS:
+        if key not in data:
+            raise ReportError(f"{where}: missing {key!r}")
+    checks = _require(data, "checks", list, where)
+    results = tuple(_check_result(item, where) for item in checks)
+    names = [c.name for c in results]
+    if len(set(names)) != len(names):
+        raise ReportError(f"{where}: a check name appears twice")
+    match = REPORT_NAME.match(path.stem)
+    return ReportFile(
+        source=path.name,
+        backend=canonical_backend(_require(data, "backend", str, where)),
+        version=match["version"] if match else None,
+        python=match["python"] if match else None,
+        workmem_version=str(data["workmem_version"]),
+        adapter=str(data["adapter"]),
+        url=_masked(str(data["url"] or "")),
+        profile=str(data["profile"]),
+        started_at=str(data["started_at"]),
+        duration_s=_number(data, "duration_s", where),
+        passed=_require(data, "passed", bool, where),
+        checks=results,
+    )
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Each path as given, a directory replaced by the ``*.json`` files in and below it (sorted)."""
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out.extend(sorted(path.rglob("*.json")))
+        else:
+            out.append(path)
+    return out
+
+
+def _natural(text: str | None) -> tuple[tuple[int, int | str], ...]:
+    parts = re.split(r"(\d+)", text or "")
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p)
+
+
+def _backend_order(backend: str, expected: Sequence[str]) -> tuple[int, str]:
+    return (expected.index(backend), "") if backend in expected else (len(expected), backend)
+
+
+def _cells(report: ReportFile) -> dict[str, Cell]:
+    return {c.name: Cell(c.status, c.reason) for c in report.checks}
+
+
+def _label(backend: str, version: str | None, pythons: Sequence[str], *, show_version: bool, show_python: bool) -> str:
+    label = backend
+    if show_version and version:
+        label += f" {version}"
+    if show_python and pythons:
+        label += " (py" + ", ".join(pythons) + ")"
+    return label
+
+
+def _columns_for(backend: str, reports: list[ReportFile], *, merge: bool) -> list[Column]:
+    versions = {r.version for r in reports}
+    pythons = {r.python for r in reports if r.python}
+    show_version = len(versions) > 1
+    show_python = len(pythons) > 1
+    columns: list[Column] = []
+    by_version: dict[str | None, list[ReportFile]] = {}
+    for r in sorted(reports, key=lambda r: (_natural(r.version), _natural(r.python), r.source)):
+        by_version.setdefault(r.version, []).append(r)
+    for version, group in by_version.items():
+        first = _cells(group[0])
+        identical = all(_cells(r) == first and r.passed == group[0].passed for r in group[1:])
+        if merge and identical:
+            group_pythons = [r.python for r in group if r.python]
+            label = _label(backend, version, group_pythons, show_version=show_version, show_python=show_python)
+            columns.append(Column(label, backend, tuple(group), first))
+            continue
+        for r in group:
+            py = [r.python] if r.python else []
+            label = _label(backend, version, py, show_version=show_version, show_python=show_python)
+            if not r.python and len(group) > 1:
+                label += f" [{r.source}]"
+            columns.append(Column(label, backend, (r,), _cells(r)))
+    return columns
+
+
+def build_table(
+    reports: Iterable[ReportFile], *, expected: Sequence[str] = DEFAULT_BACKENDS, merge: bool = True
+) -> Table:
+    """Columns per backend (and version/Python where several), rows per check, absent backends as "no report"."""
+    reports = tuple(reports)
+    expected = [canonical_backend(b) for b in expected]
+    by_backend: dict[str, list[ReportFile]] = {}
+    for r in reports:
+        by_backend.setdefault(r.backend, []).append(r)
+    columns: list[Column] = []
+    for backend in sorted(set(by_backend) | set(expected), key=lambda b: _backend_order(b, expected)):
+        if backend in by_backend:
+            columns.extend(_columns_for(backend, by_backend[backend], merge=merge))
+        else:
+            columns.append(Column(backend, backend, ()))
+    rows: dict[str, tuple[str, str, bool]] = {}
+    for r in sorted(reports, key=lambda r: r.source):
+        for c in r.checks:
+            rows.setdefault(c.name, (c.name, c.title, c.required))
+    return Table(tuple(columns), tuple(rows.values()), reports)
+
+
+def _row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
+    """The table as GitHub-flavoured Markdown, with a legend and a footer listing the sources."""
+    profiles = sorted({r.profile for r in table.reports})
+    lines = [f"## {title}", ""]
+    intro = "Conformance suite results per backend"
+    if profiles:
+        intro += f" (profile {', '.join(profiles)})"
+    lines += [
+        intro + ": ✅ passed · ❌ failed · ⏭ skipped · ⚠ expected failure (xfail) · — not run · "
+        "no report: no report was merged for that backend.",
+        "",
+        _row(["Check", *(c.label for c in table.columns)]),
+        _row(["---", *(":-:" for _ in table.columns)]),
+        _row(["**Suite result**", *(c.summary() for c in table.columns)]),
+    ]
+    for name, check_title, required in table.checks:
+        head = f"`{name}` — {_clean(check_title)}" + ("" if required else " *(optional)*")
+        lines.append(_row([head, *(c.cell(name).render() for c in table.columns)]))
+    lines += ["", "Sources:", ""]
+    if not table.reports:
+        lines.append("- none: no reports were given.")
+    for r in sorted(table.reports, key=lambda r: r.source):
+        lines.append(
+            f"- `{r.source}`: {r.backend} ({r.adapter}), workmem {r.workmem_version}, profile {r.profile}, "
+            f"started {r.started_at}, {r.duration_s:.1f} s" + (f", `{r.url}`" if r.url else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``compat`` options to ``parser`` (shared by ``python -m workmem.compat`` and ``workmem compat``)."""
+    parser.add_argument("reports", nargs="*", help="JSON report files, or directories holding them")
+    parser.add_argument("-o", "--output", help="write the Markdown here (default: standard output)")
+    parser.add_argument(
+        "--expect",
+        action="append",
+        metavar="BACKEND",
+        help=f"a backend that must have a column (repeatable; default: {', '.join(DEFAULT_BACKENDS)})",
+    )
+    parser.add_argument("--title", default="Compatibility", help="the heading (default: %(default)s)")
+    parser.add_argument(
+        "--per-report", action="store_true", help="one column per report (do not merge identical Python columns)"
+    )
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a report failed or an expected backend has none"
+    )
+    return parser
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Run with parsed arguments; returns the exit status."""
+    try:
+        reports = [load_report(p) for p in expand_paths(args.reports)]
+    except ReportError as exc:
+        print(f"workmem compat: {exc}", file=sys.stderr)
+        return 2
+    expected = tuple(args.expect) if args.expect else DEFAULT_BACKENDS
+    table = build_table(reports, expected=expected, merge=not args.per_report)
+    text = render_markdown(table, title=args.title)
+    if args.output and args.output != "-":
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(
+            f"workmem compat: wrote {args.output} ({len(reports)} reports, {len(table.columns)} columns)",
+            file=sys.stderr,
+        )
+    else:
+        sys.stdout.write(text)
+    return 1 if args.strict and not table.ok else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m workmem.compat``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m workmem.compat", description="Merge conformance JSON reports into a Markdown table."
+    )
+    return run_cli(configure_parser(parser).parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
