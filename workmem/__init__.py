@@ -21,15 +21,19 @@ from workmem.errors import (
     WorkingMemoryFormatError,
     WorkmemError,
 )
+from workmem.memory import DEFAULT_TEMPLATE, TOOL_NAME, Memory, WorkingMemorySchema, sub_agent_resource_id
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import UNSET, Resource, Scope, Thread, ThreadPage
 from workmem.registry import connect, known_schemes, register
 from workmem.storage import Capabilities, MemoryStorage
 
 __all__ = [
+    "DEFAULT_TEMPLATE",
+    "TOOL_NAME",
     "UNSET",
     "BackendUnavailableError",
     "Capabilities",
+    "Memory",
     "MemoryStorage",
     "MissingDriverError",
     "ReadOnlyMemoryError",
@@ -42,11 +46,13 @@ __all__ = [
     "UnknownSchemeError",
     "ValidationError",
     "WorkingMemoryFormatError",
+    "WorkingMemorySchema",
     "WorkmemError",
     "apply_merge_patch",
     "connect",
     "known_schemes",
     "register",
+    "sub_agent_resource_id",
 ]
 
 __version__ = "0.1.0"

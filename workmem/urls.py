@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = ["SECRET_QUERY_KEYS", "mask_secrets", "mask_url", "scheme_of"]
 
@@ -18,22 +17,16 @@ def scheme_of(url: str) -> str:
     return url.split(":", 1)[0].lower()
 
 
+_USERINFO_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/?#@:]*:)(?P<secret>[^/?#]*)(?=@)")
+_SECRET_PARAM = re.compile(
+    r"(?P<head>[?&;](?:" + "|".join(sorted(SECRET_QUERY_KEYS)) + r")=)(?P<secret>[^&;#]*)", re.IGNORECASE
+)
+
+
 def mask_url(url: str) -> str:
-    """``url`` with any password and secret query parameter replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return MASK
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostinfo = netloc.rpartition("@")
-        user, sep, _password = userinfo.partition(":")
-        netloc = f"{user}:{MASK}@{hostinfo}" if sep else f"{userinfo}@{hostinfo}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, MASK if k.lower() in SECRET_QUERY_KEYS else v) for k, v in pairs], safe="*")
-    return urlunsplit(SplitResult(parts.scheme, netloc, parts.path, query, parts.fragment))
+    """``url`` with any password and secret query parameter replaced by ``***``; the rest is left as written."""
+    masked = _USERINFO_PASSWORD.sub(lambda m: m["head"] + MASK, url, count=1)
+    return _SECRET_PARAM.sub(lambda m: m["head"] + MASK, masked)
 
 
 def mask_secrets(text: str, *secrets: str | None) -> str:

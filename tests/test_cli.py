@@ -1,0 +1,133 @@
+"""The ``workmem`` command: exit status, progress, table and JSON report of ``workmem conformance``."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import workmem
+from workmem.adapters.memory import InMemoryStorage
+from workmem.cli import _default_url, main
+from workmem.conformance import all_checks
+
+REPORT_KEYS = {
+    "workmem_version",
+    "backend",
+    "adapter",
+    "url",
+    "profile",
+    "started_at",
+    "duration_s",
+    "passed",
+    "checks",
+}
+CHECK_KEYS = {"name", "title", "required", "status", "reason", "duration_s"}
+
+
+class StripsNul(InMemoryStorage):
+    """Accepts working memory with NUL (drops it) instead of raising ValidationError."""
+
+    def set_working_memory(self, content: str, **kw: Any) -> None:
+        super().set_working_memory(content.replace("\x00", ""), **kw)
+
+
+def _console_script() -> list[str]:
+    script = Path(sys.executable).with_name("workmem")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "workmem.cli"]
+
+
+def test_console_script_passes_on_memory_and_writes_the_json_report(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    proc = subprocess.run(
+        [*_console_script(), "conformance", "memory://", "--profile", "quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # progress on stderr, one line per check
+    for check in all_checks():
+        assert f"{check.name} ..." in proc.stderr
+    assert "backend: memory://" in proc.stderr
+    # the table on stdout
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].split() == ["STATUS", "CHECK", "KIND", "TIME", "NOTE"]
+    assert any(line.startswith("PASSED") and " stateful " in line for line in lines)
+    assert any(line.startswith("SKIPPED") and "persistence" in line for line in lines)
+    assert lines[-1].startswith("PASSED: ") and "profile quick" in lines[-1]
+    # the JSON report, in the pinned format
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report) == REPORT_KEYS
+    assert report["passed"] is True and report["profile"] == "quick" and report["backend"] == "memory"
+    assert report["url"] == "memory://" and report["adapter"] == "workmem.adapters.memory:InMemoryStorage"
+    assert report["workmem_version"] == workmem.__version__ and report["started_at"].endswith("Z")
+    assert [c["name"] for c in report["checks"]] == [c.name for c in all_checks()]
+    for entry in report["checks"]:
+        assert set(entry) == CHECK_KEYS
+        assert entry["status"] in {"passed", "skipped"} and isinstance(entry["duration_s"], float)
+        assert (entry["reason"] is None) == (entry["status"] == "passed")
+        assert entry["required"] == (entry["name"] not in {"cross_process_atomic", "persistence"})
+
+
+def test_exit_status_is_one_when_a_required_check_fails() -> None:
+    scheme = f"mutant-nul-{uuid.uuid4().hex[:8]}"
+    workmem.register(scheme, f"{__name__}:StripsNul")
+    out, err = io.StringIO(), io.StringIO()
+    status = main(
+        [
+            "conformance",
+            f"{scheme}://x-{uuid.uuid4().hex}",
+            "--profile",
+            "quick",
+            "--check",
+            "validation",
+            "--json",
+            "-",
+        ],
+        out=out,
+        err=err,
+    )
+    assert status == 1
+    text = out.getvalue()
+    assert "Failures:" in text and "--- validation ---" in text and "was accepted" in text
+    assert "FAILED   validation" in text or "FAILED  validation" in text
+    report = json.loads(text[text.index("{") :])
+    assert report["passed"] is False and [c["status"] for c in report["checks"]] == ["failed"]
+
+
+def test_exit_status_is_two_when_the_suite_cannot_run() -> None:
+    err = io.StringIO()
+    assert main(["conformance", "nosuchscheme://x", "--profile", "quick"], out=io.StringIO(), err=err) == 2
+    assert "cannot run against nosuchscheme://x" in err.getvalue()
+
+
+def test_passwords_never_reach_the_output() -> None:
+    err = io.StringIO()
+    main(["conformance", "nosuchscheme://user:hunter2@host/db", "--profile", "quick"], out=io.StringIO(), err=err)
+    assert "hunter2" not in err.getvalue() and "***" in err.getvalue()
+
+
+def test_default_backend_is_a_fresh_libsql_file_or_memory() -> None:
+    err = io.StringIO()
+    with _default_url(err) as url:
+        if url.startswith("file:"):
+            path = Path(url.removeprefix("file:"))
+            assert path.name == "workmem.db" and path.parent.is_dir() and not any(path.parent.iterdir())
+        else:
+            assert url == "memory://" and "libSQL adapter is not available" in err.getvalue()
+    assert "backend: " in err.getvalue()
+    if url.startswith("file:"):
+        assert not Path(url.removeprefix("file:")).parent.exists(), "the temporary folder was not removed"
+
+
+def test_unknown_profile_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["conformance", "memory://", "--profile", "heavy"], out=io.StringIO(), err=io.StringIO())
+    assert exc.value.code == 2

@@ -1,0 +1,31 @@
+"""The conformance suite against a REAL MongoDB server; skipped, loudly, when there is none.
+
+The server comes from ``tests/servers.py`` (``WORKMEM_MONGODB_URL``, else
+testcontainers ``mongo:8.0`` when a Docker engine answers, else a local server
+on 27017). Each check gets a fresh random database, named in the URL so the
+cross-process checks can open it too, and dropped afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pymongo
+import pytest
+from servers import server_url
+from test_mongodb_server import fresh_database_url
+
+from workmem.conformance import ConformanceTests
+
+pytestmark = pytest.mark.backend("mongodb")
+
+
+class TestMongoDBConformance(ConformanceTests):
+    """Every conformance check against MongoDB (``workmem.adapters.mongodb:MongoStorage``)."""
+
+    @pytest.fixture
+    def workmem_target(self) -> Iterator[str]:
+        url, name = fresh_database_url(server_url("mongodb"))
+        yield url
+        with pymongo.MongoClient(url, serverSelectionTimeoutMS=5000) as client:
+            client.drop_database(name)

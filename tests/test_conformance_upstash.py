@@ -1,0 +1,18 @@
+"""The conformance suite against the Upstash adapter: the REST bridge in front of a real redis-server."""
+
+from __future__ import annotations
+
+import pytest
+from upstash_fixtures import bridge, upstash_prefix, upstash_url
+
+from workmem.conformance import ConformanceTests
+
+__all__ = ["bridge", "upstash_prefix", "upstash_url"]
+
+
+class TestUpstashConformance(ConformanceTests):
+    """Each test gets a fresh random key prefix, deleted afterwards."""
+
+    @pytest.fixture
+    def workmem_target(self, upstash_url: str) -> str:
+        return upstash_url

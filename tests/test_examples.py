@@ -1,0 +1,103 @@
+"""The scripts in ``examples/`` run as a user would run them, and print what they claim."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from servers import skip_or_fail
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(params=[pytest.param("default", marks=pytest.mark.backend("libsql")), "memory"])
+def backend_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment to run an example in: its embedded libSQL default, or ``memory://``."""
+    env = {k: v for k, v in os.environ.items() if k != "WORKMEM_URL"}
+    if request.param == "memory":
+        env["WORKMEM_URL"] = "memory://"
+    else:
+        try:
+            importlib.import_module("workmem.adapters.libsql")
+        except ImportError as exc:
+            skip_or_fail("libsql", f"the libSQL adapter (the examples' default) is not available ({exc})")
+    return env
+
+
+def _run(name: str, env: dict[str, str]) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return done.stdout.splitlines()
+
+
+def test_template_example(backend_env: dict[str, str]) -> None:
+    lines = _run("template_memory.py", backend_env)
+    assert lines[0] == "tool: updateWorkingMemory"
+    assert "user: My name is Sam and I'm from Berlin" in lines
+    assert "user: I'm normally in CET" in lines
+    assert lines.count("  updateWorkingMemory -> replaced") == 2
+    # The memory message is refreshed each turn, never stacked: always 2 system messages.
+    assert [line for line in lines if line.startswith("  prompt:")] == [
+        "  prompt: 3 messages, 2 system",
+        "  prompt: 5 messages, 2 system",
+    ]
+    assert "unfilled template -> ignored" in lines
+    assert lines[-4:] == [
+        "Name: Sam",
+        "Location: Berlin",
+        "Timezone: CET",
+        "system message shows the data fenced: True",
+    ]
+
+
+def test_schema_example(backend_env: dict[str, str]) -> None:
+    lines = _run("schema_memory.py", backend_env)
+    assert lines == [
+        "tool parameters: ['memory']",
+        "first facts: merged",
+        '  memory = {"city": "Berlin", "contact": {"email": "sam@example.com"}, "interests": ["chess"], "name": "Sam"}',
+        "nested merge: merged",
+        '  memory = {"city": "Berlin", "contact": {"email": "sam@example.com", "phone": "+49 30 1234567"}, '
+        '"interests": ["chess"], "name": "Sam"}',
+        "null deletes: merged",
+        '  memory = {"contact": {"email": "sam@example.com", "phone": "+49 30 1234567"}, "interests": ["chess"], '
+        '"name": "Sam"}',
+        "array replaced: merged",
+        '  memory = {"contact": {"email": "sam@example.com", "phone": "+49 30 1234567"}, '
+        '"interests": ["go", "climbing"], "name": "Sam"}',
+        "invalid: error: the update does not match the schema: at $.interests: 'go' is not of type 'array'. "
+        "Nothing was stored.",
+        '  memory = {"contact": {"email": "sam@example.com", "phone": "+49 30 1234567"}, '
+        '"interests": ["go", "climbing"], "name": "Sam"}',
+    ]
+
+
+def test_scopes_example(backend_env: dict[str, str]) -> None:
+    lines = _run("scopes.py", backend_env)
+    assert lines == [
+        r"resource scope, tuesday sees: '# User\n- **Name**: Sam\n- **Diet**: vegetarian\n'",
+        r"thread scope, monday sees: '# Conversation\n- **Topic**: trip to Rome\n'",
+        "thread scope, tuesday sees: None",
+        "resource memory mentions Rome: False",
+        "thread memory mentions Sam: False",
+        r"initial (resource scope) on the resource: '# User\n- **Name**: Kim\n- **Diet**:\n'",
+        "thread metadata keeps a copy: False",
+        r"initial (thread scope) in thread metadata: '# Conversation\n- **Topic**: jazz\n'",
+        "ownership: thread 'monday' is not owned by resource 'user-kim'",
+        "sub-agent user-sam-researcher, first delegation found: None",
+        "sub-agent user-sam-researcher, second delegation found: "
+        r"'# User\n- **Name**: Sam\n- **Diet**: (first look-up)\n'",
+        r"parent memory unchanged: '# User\n- **Name**: Sam\n- **Diet**: vegetarian\n'",
+    ]

@@ -1,0 +1,274 @@
+"""libSQL adapter: the contract on a file and in memory, URLs, busy waits, processes, on-disk shape.
+
+Remote libSQL (``libsql://``, ``libsql+http(s)://``, ``libsql+ws(s)://``) cannot
+be reached from here: only URL parsing, token masking and the refused
+connection to a closed local port are tested.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import libsql
+import pytest
+from test_sql_contract import T0, MakeStorage, SqlContract
+
+import workmem
+from workmem import BackendUnavailableError, Resource, Thread, ValidationError
+from workmem.adapters.libsql import LibSQLStorage, parse_libsql_url
+
+ISO_MS_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def raw(path: Path) -> libsql.Connection:
+    """A plain driver connection to the file, as another program would open it."""
+    return libsql.connect(str(path), isolation_level=None)
+
+
+class TestLibSQLFileContract(SqlContract):
+    @pytest.fixture
+    def make_storage(self, tmp_path: Path) -> Iterator[MakeStorage]:
+        opened: list[workmem.MemoryStorage] = []
+
+        def make(**options: object) -> workmem.MemoryStorage:
+            opened.append(workmem.connect(f"file:{tmp_path / 'agent.db'}", pool_size=16, **options))
+            return opened[-1]
+
+        yield make
+        for storage in opened:
+            storage.close()
+
+
+class TestLibSQLMemoryContract(SqlContract):
+    """``:memory:``: one connection, shared by the threads of one storage (another storage is another database)."""
+
+    @pytest.fixture
+    def make_storage(self) -> MakeStorage:
+        shared = workmem.connect(":memory:")
+        return lambda **options: shared
+
+
+def test_memory_databases_are_private_to_their_storage() -> None:
+    with workmem.connect(":memory:") as one, workmem.connect(":memory:") as two:
+        one.update_resource("r", working_memory="x")
+        assert two.get_resource("r") is None
+        assert type(one).capabilities.persistent
+
+
+@pytest.mark.parametrize(
+    ("url", "database", "token"),
+    [
+        (":memory:", ":memory:", None),
+        ("file::memory:", ":memory:", None),
+        ("file:agent.db", "agent.db", None),
+        ("agent.db", "agent.db", None),
+        ("file:my%20dir/agent.db", "my dir/agent.db", None),
+        ("file:///abs/path.db", "/abs/path.db", None),
+        ("file://localhost/abs/path.db", "/abs/path.db", None),
+        ("/abs/path.db", "/abs/path.db", None),
+        ("libsql://db-org.turso.io?authToken=tok", "libsql://db-org.turso.io", "tok"),
+        ("libsql+https://db.example.com/", "https://db.example.com/", None),
+        ("libsql+http://127.0.0.1:8080?authToken=t", "http://127.0.0.1:8080", "t"),
+        ("libsql+wss://db.example.com", "https://db.example.com", None),
+        ("libsql+ws://127.0.0.1:8080", "http://127.0.0.1:8080", None),
+    ],
+)
+def test_url_forms(url: str, database: str, token: str | None) -> None:
+    assert parse_libsql_url(url) == (database, token)
+
+
+@pytest.mark.parametrize(
+    "url", ["file://otherhost/x.db", "file:x.db?mode=ro", "libsql://h?foo=1", "libsql://", "file:"]
+)
+def test_bad_urls_are_refused(url: str) -> None:
+    with pytest.raises(ValidationError):
+        parse_libsql_url(url)
+
+
+def test_bad_options_are_refused(tmp_path: Path) -> None:
+    for options in ({"pool": 2}, {"pool_size": 0}, {"busy_timeout": -1}):
+        with pytest.raises(ValidationError):
+            workmem.connect(f"file:{tmp_path / 'x.db'}", **options)
+
+
+def test_remote_token_is_masked(caplog: pytest.LogCaptureFixture) -> None:
+    url = "libsql+http://127.0.0.1:1?authToken=s3cr3t-token"
+    with pytest.raises(BackendUnavailableError) as info:
+        workmem.connect(url)
+    shown = [str(info.value), repr(info.value), caplog.text]
+    shown += [str(e) for e in (info.value.__cause__, info.value.__context__) if e is not None]
+    assert "127.0.0.1:1" in str(info.value)
+    assert not any("s3cr3t" in text for text in shown)
+
+
+def test_unopenable_file_is_backend_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(BackendUnavailableError):
+        workmem.connect(f"file:{tmp_path / 'missing-dir' / 'x.db'}")
+
+
+def test_rows_have_the_mastra_shape(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with workmem.connect(f"file:{path}") as storage:
+        storage.save_resource(Resource("r", "# wm", {"a": 1}, T0, T0))
+        storage.save_thread(Thread("t", "r", "", {"b": [1]}, T0, T0))
+        storage.update_thread("t", metadata={"c": 2})
+        storage.merge_working_memory({"x": 1}, scope="thread", thread_id="t")
+    conn = raw(path)
+    assert conn.execute("PRAGMA journal_mode").fetchall() == [("wal",)]
+    columns = {
+        t: [r[1:4] for r in conn.execute(f"PRAGMA table_info({t})").fetchall()]
+        for t in ("mastra_threads", "mastra_resources")
+    }
+    assert columns == {
+        "mastra_threads": [
+            ("id", "TEXT", 1), ("resourceId", "TEXT", 1), ("title", "TEXT", 1),
+            ("metadata", "TEXT", 0), ("createdAt", "TEXT", 1), ("updatedAt", "TEXT", 1),
+        ],
+        "mastra_resources": [
+            ("id", "TEXT", 1), ("workingMemory", "TEXT", 0), ("metadata", "TEXT", 0),
+            ("createdAt", "TEXT", 1), ("updatedAt", "TEXT", 1),
+        ],
+    }  # fmt: skip
+    for table in ("mastra_threads", "mastra_resources"):
+        kind, created, updated = conn.execute(
+            f'SELECT typeof(metadata), "createdAt", "updatedAt" FROM {table}'
+        ).fetchone()
+        assert kind == "blob" and created == "2025-01-02T03:04:05.678Z" and ISO_MS_Z.fullmatch(updated)
+    (metadata,) = conn.execute("SELECT json(metadata) FROM mastra_threads").fetchone()
+    assert json.loads(metadata) == {"b": [1], "c": 2, "workingMemory": '{"x":1}'}
+
+
+def test_listing_is_an_index_range_scan(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with workmem.connect(f"file:{path}") as storage:
+        storage.save_thread(Thread("t", "r"))
+        dialect = storage.dialect  # type: ignore[attr-defined]
+    query = workmem.storage.check_list_args("r", 1, 10, "updated_at", "asc")
+    sql, params = dialect.render(dialect.list_threads(query))
+    plan = " | ".join(row[3] for row in raw(path).execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall())
+    assert "workmem_threads_resourceid_updatedat_idx" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def _hold_write_lock(path: Path, seconds: float, locked: threading.Event) -> None:
+    conn = raw(path)
+    conn.execute("BEGIN IMMEDIATE")
+    locked.set()
+    time.sleep(seconds)
+    conn.execute("COMMIT")
+
+
+def test_a_busy_database_is_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with workmem.connect(f"file:{path}", busy_timeout=10) as storage:
+        locked = threading.Event()
+        holder = threading.Thread(target=_hold_write_lock, args=(path, 0.5, locked))
+        holder.start()
+        locked.wait()
+        started = time.monotonic()
+        storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r")
+        assert time.monotonic() - started >= 0.3
+        holder.join()
+    with workmem.connect(f"file:{path}", busy_timeout=0.2) as storage:
+        locked.clear()
+        holder = threading.Thread(target=_hold_write_lock, args=(path, 1.5, locked))
+        holder.start()
+        locked.wait()
+        with pytest.raises(BackendUnavailableError, match="locked"):
+            storage.update_resource("r", working_memory="late")
+        holder.join()
+        assert storage.get_working_memory(scope="resource", resource_id="r") == '{"a":1}'
+
+
+_WORKER = """
+import sys, time, workmem
+path, name, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+storage = workmem.connect("file:" + path)
+time.sleep(max(0.0, start - time.time()))
+for j in range(12):
+    storage.merge_working_memory({f"{name}-{j}": j}, scope="resource", resource_id="r")
+    storage.merge_working_memory({f"{name}-{j}": j}, scope="thread", thread_id="t")
+storage.close()
+"""
+
+
+def test_two_processes_merging_into_one_file_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with workmem.connect(f"file:{path}") as storage:
+        storage.save_thread(Thread("t", "r"))
+    start = time.time() + 2.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(path), name, str(start)], stderr=subprocess.PIPE, text=True
+        )
+        for name in ("p0", "p1")
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-2000:]
+    want = {f"p{i}-{j}" for i in range(2) for j in range(12)}
+    with workmem.connect(f"file:{path}") as storage:
+        for scope, ids in (("resource", {"resource_id": "r"}), ("thread", {"thread_id": "t"})):
+            assert set(json.loads(storage.get_working_memory(scope=scope, **ids) or "{}")) == want  # type: ignore[arg-type]
+
+
+def test_repr_and_close(tmp_path: Path) -> None:
+    storage = LibSQLStorage.from_url(f"file:{tmp_path / 'x.db'}")
+    assert repr(storage) == f"LibSQLStorage('file:{tmp_path / 'x.db'}')"
+    storage.close()
+    storage.close()
+    with pytest.raises(BackendUnavailableError, match="closed"):
+        storage.get_resource("r")
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "mastra_libsql.db"
+
+
+def _stamp(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
+    path = tmp_path / "mastra.db"
+    shutil.copyfile(FIXTURE, path)
+    with workmem.connect(f"file:{path}") as storage:
+        assert storage.get_resource("user-1") == Resource(
+            "user-1", "# User Information\n- **Name**: Ada", {"plan": "pro", "tags": ["a", "b"]},
+            _stamp("2025-01-02T03:04:05.678Z"), _stamp("2025-01-03T00:00:00.001Z"),
+        )  # fmt: skip
+        legacy = storage.get_resource("user-2")  # metadata stored as JSON text, not JSONB
+        assert legacy is not None and legacy.metadata == {"legacy": True}
+        page = storage.list_threads("user-1")
+        assert [t.id for t in page.threads] == ["thread-b", "thread-c", "thread-a"] and page.total == 3
+        assert [t.id for t in storage.list_threads("user-1", order_by="updated_at").threads] == [
+            "thread-c", "thread-b", "thread-a",
+        ]  # fmt: skip
+        assert storage.get_thread("thread-b") == Thread(
+            "thread-b", "user-1", "", {"source": "import"}, _stamp("2025-01-04T00:00:00.000Z"),
+            _stamp("2025-01-04T00:00:00.000Z"),
+        )  # fmt: skip
+        assert storage.get_thread("thread-c").metadata is None  # type: ignore[union-attr]
+        assert storage.get_working_memory(scope="thread", thread_id="thread-a") == '{"mood":"curious"}'
+        merged = storage.merge_working_memory({"mood": None, "x": 1}, scope="thread", thread_id="thread-a")
+        assert merged == {"x": 1}
+        assert storage.merge_working_memory({"prefs": {"tz": "UTC"}}, scope="resource", resource_id="user-2") == {
+            "name": "Grace", "prefs": {"lang": "en", "tz": "UTC"},
+        }  # fmt: skip
+        storage.update_thread("thread-b", metadata={"y": 2})
+    conn = raw(path)
+    rows = dict(conn.execute("SELECT id, typeof(metadata) FROM mastra_threads").fetchall())
+    assert rows == {"thread-a": "blob", "thread-b": "blob", "thread-c": "null"}  # rewritten as JSONB, like Mastra
+    (metadata,) = conn.execute("SELECT json(metadata) FROM mastra_threads WHERE id = 'thread-a'").fetchone()
+    assert json.loads(metadata) == {"workingMemory": '{"x":1}', "n": 1.5}
+    tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+    pristine = shutil.copyfile(FIXTURE, tmp_path / "pristine.db")  # opening a WAL file writes beside it
+    fixture_tables = dict(raw(pristine).execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
+    assert tables == fixture_tables  # Mastra's tables untouched; workmem only adds its two indexes

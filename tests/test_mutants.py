@@ -1,0 +1,399 @@
+"""Proof the conformance suite has teeth: adapters that each break ONE rule fail the right checks.
+
+Every mutant is an :class:`InMemoryStorage` with one method changed; each
+runs through ``workmem.conformance.run`` (profile ``ci``, derandomized) and
+must be reported failed on the checks that guard that rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import workmem
+from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, ThreadPage
+from workmem.adapters.memory import InMemoryStorage
+from workmem.conformance import PROFILES, run
+from workmem.merge_patch import parse_json_object
+from workmem.records import Direction, OrderBy, Unset
+from workmem.storage import check_list_args, check_owner, check_scope, thread_working_memory
+from workmem.timestamps import utc_now
+from workmem.validation import dump_json, validate_json_object
+
+
+class OwnerChanging(InMemoryStorage):
+    """save_thread moves an existing thread to the new owner (what the TypeScript adapters do)."""
+
+    def save_thread(self, thread: Thread) -> Thread:
+        with self._store.lock:
+            self._store.threads.pop(thread.id, None)
+            return super().save_thread(thread)
+
+
+class RacyMerge(InMemoryStorage):
+    """merge reads, pauses, then writes; the lock it holds belongs to this connection only."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self._own_lock = threading.Lock()
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        with self._own_lock:
+            current = self.get_working_memory(scope=scope, resource_id=resource_id, thread_id=thread_id)
+            time.sleep(0.002)
+            merged = workmem.apply_merge_patch(parse_json_object(current), dict(patch))
+            self.set_working_memory(dump_json(merged), scope=scope, resource_id=resource_id, thread_id=thread_id)
+            return merged  # type: ignore[no-any-return]
+
+
+def _merge_then_store(
+    storage: InMemoryStorage,
+    patch: Mapping[str, Any],
+    merge: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]],
+    scope: Scope,
+    resource_id: str | None,
+    thread_id: str | None,
+) -> dict[str, Any]:
+    target = check_scope(scope, resource_id, thread_id)
+    patch = validate_json_object(patch, "patch")
+    with storage._store.lock:
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            current = storage.get_working_memory(scope="resource", resource_id=target.resource_id)
+        else:
+            assert target.thread_id is not None
+            thread = storage._store.threads.get(target.thread_id)
+            if thread is None:
+                raise workmem.ThreadNotFoundError(target.thread_id)
+            check_owner(thread, target.resource_id)
+            current = thread_working_memory(thread.metadata)
+        merged = merge(parse_json_object(current), patch)
+        storage.set_working_memory(dump_json(merged), scope=scope, resource_id=resource_id, thread_id=thread_id)
+        return merged
+
+
+def _null_as_value(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    result = dict(target)
+    for key, value in patch.items():
+        old = result.get(key)
+        result[key] = _null_as_value(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
+    return result
+
+
+class NullIsAValue(InMemoryStorage):
+    """merge stores ``null`` instead of deleting the key."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        return _merge_then_store(self, patch, _null_as_value, scope, resource_id, thread_id)
+
+
+def _shallow(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    result = {**target, **patch}
+    return {k: v for k, v in result.items() if v is not None}
+
+
+class ShallowMerge(InMemoryStorage):
+    """merge replaces top-level values instead of merging objects deeply."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        return _merge_then_store(self, patch, _shallow, scope, resource_id, thread_id)
+
+
+class ScopeLeak(InMemoryStorage):
+    """A thread-scope write also lands on the owning resource's working memory."""
+
+    def set_working_memory(
+        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        super().set_working_memory(content, scope=scope, resource_id=resource_id, thread_id=thread_id)
+        if scope == "thread" and thread_id is not None:
+            thread = self.get_thread(thread_id)
+            if thread is not None:
+                self.update_resource(thread.resource_id, working_memory=content)
+
+
+class UnstableTies(InMemoryStorage):
+    """list_threads orders by the timestamp only: threads with equal timestamps come in any order."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        with self._store.lock:
+            owned = [t for t in self._store.threads.values() if t.resource_id == query.resource_id]
+        random.shuffle(owned)
+        owned.sort(key=lambda t: getattr(t, query.order_by), reverse=query.direction == "desc")
+        end = None if query.per_page is None else query.offset + query.per_page
+        return query.page_of(owned[query.offset : end], len(owned))
+
+
+class OffByOnePages(InMemoryStorage):
+    """has_more is computed with ``<=``: the last full page claims there is more."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        got = super().list_threads(resource_id, page=page, per_page=per_page, order_by=order_by, direction=direction)
+        if per_page is None:
+            return got
+        has_more = page * per_page + len(got.threads) <= got.total and got.total > 0
+        return dataclasses.replace(got, has_more=has_more)
+
+
+class CreatedAtReset(InMemoryStorage):
+    """update_resource stamps created_at with now as well."""
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        updated = super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+        reset = dataclasses.replace(updated, created_at=updated.updated_at)
+        self.save_resource(reset)
+        return reset
+
+
+class AcceptsNul(InMemoryStorage):
+    """Working memory with NUL is accepted (the NUL silently dropped) instead of rejected."""
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        if isinstance(working_memory, str):
+            working_memory = working_memory.replace("\x00", "")
+        return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+
+    def set_working_memory(
+        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> None:
+        clean = content.replace("\x00", "") if isinstance(content, str) else content
+        super().set_working_memory(clean, scope=scope, resource_id=resource_id, thread_id=thread_id)
+
+
+FAST_SHRINK = dataclasses.replace(PROFILES["ci"], shrink_seconds=2)
+"""The ci profile, shrinking each failure for 2 s at most (the test only needs the verdict)."""
+
+
+def _factory(cls: type[InMemoryStorage]) -> Callable[[], InMemoryStorage]:
+    name = f"mutant-{cls.__name__}-{uuid.uuid4().hex}"
+    return lambda: cls(name)
+
+
+MUTANTS: list[tuple[type[InMemoryStorage], set[str], set[str]]] = [
+    # (mutant, checks that must fail, checks run)
+    (OwnerChanging, {"owner_immutable", "owner_race", "stateful"}, {"owner_immutable", "owner_race", "stateful"}),
+    (
+        RacyMerge,
+        {"no_lost_updates_resource", "no_lost_updates_thread"},
+        {"no_lost_updates_resource", "no_lost_updates_thread"},
+    ),
+    (NullIsAValue, {"merge_patch_algebra", "stateful"}, {"merge_patch_algebra", "stateful"}),
+    (ShallowMerge, {"merge_patch_algebra"}, {"merge_patch_algebra"}),
+    (ScopeLeak, {"scope_isolation", "stateful"}, {"scope_isolation", "stateful"}),
+    (UnstableTies, {"pagination"}, {"pagination"}),
+    (OffByOnePages, {"pagination", "stateful"}, {"pagination", "stateful"}),
+    (CreatedAtReset, {"timestamps", "stateful"}, {"timestamps", "stateful"}),
+    (AcceptsNul, {"validation", "stateful"}, {"validation", "stateful"}),
+]
+
+
+@pytest.mark.parametrize(("mutant", "must_fail", "checks"), MUTANTS, ids=[m[0].__name__ for m in MUTANTS])
+def test_mutant_is_caught(mutant: type[InMemoryStorage], must_fail: set[str], checks: set[str]) -> None:
+    report = run(_factory(mutant), profile=FAST_SHRINK, only=checks)
+    failed = {c.name for c in report.checks if c.status == "failed"}
+    assert must_fail <= failed, f"{mutant.__name__} was not caught by {sorted(must_fail - failed)}"
+    assert not report.passed
+    for result in report.checks:
+        if result.status == "failed":
+            assert result.reason, f"{result.name} failed without a reason"
+
+
+def test_failure_reason_carries_the_falsifying_example() -> None:
+    report = run(_factory(ShallowMerge), profile="ci", only=["merge_patch_algebra"])
+    (result,) = report.checks
+    assert result.status == "failed" and result.reason is not None
+    assert "Falsifying example" in result.reason or "Failing test case" in result.reason, result.reason
+    assert "merge(" in result.reason  # the note() of each step is part of the reason
+
+
+def test_the_honest_adapter_passes_every_check() -> None:
+    report = run(_factory(InMemoryStorage), profile="ci")
+    problems = [(c.name, c.status, c.reason) for c in report.checks if c.status not in ("passed", "skipped")]
+    assert not problems
+    assert report.passed
+    skipped = {c.name for c in report.checks if c.status == "skipped"}
+    assert skipped == {"cross_process_atomic", "persistence"}  # capabilities InMemoryStorage does not declare
+    assert all(not c.required for c in report.checks if c.status == "skipped")
+
+
+def test_xfail_turns_a_failure_into_xfailed_but_the_run_still_fails_on_a_required_check() -> None:
+    report = run(_factory(AcceptsNul), profile="quick", only=["validation"], xfail={"validation": "known gap"})
+    (result,) = report.checks
+    assert result.status == "xfailed" and result.reason is not None and result.reason.startswith("known gap")
+    assert not report.passed  # a required check that did not pass
+    with pytest.raises(ValueError, match="reason"):
+        run(_factory(AcceptsNul), only=["validation"], xfail={"validation": " "})
+    with pytest.raises(ValueError, match="unknown check"):
+        run(_factory(AcceptsNul), only=["validation"], xfail={"no_such_check": "why"})
+
+
+def test_a_required_check_cannot_be_skipped() -> None:
+    from workmem.conformance import CheckSkipped
+    from workmem.conformance.checks import Check
+    from workmem.conformance.profiles import get_profile
+    from workmem.conformance.runner import _execute
+    from workmem.conformance.target import Target
+
+    def skips(ctx: object) -> None:
+        raise CheckSkipped("not here")
+
+    required = _execute(Check("x", "t", skips), Target("memory://"), get_profile("quick"), None)
+    optional = _execute(Check("y", "t", skips, "persistent"), Target("memory://"), get_profile("quick"), None)
+    assert (required.status, optional.status) == ("failed", "skipped")
+    assert required.reason is not None and "cannot be skipped" in required.reason
+
+
+def test_a_mutant_registered_under_a_scheme_fails_through_its_url() -> None:
+    scheme = f"mutant-owner-{uuid.uuid4().hex[:8]}"
+    workmem.register(scheme, f"{__name__}:OwnerChanging")
+    report = run(f"{scheme}://shared-{uuid.uuid4().hex}", profile="quick", only=["owner_immutable"])
+    assert report.backend == scheme and report.adapter.endswith(":OwnerChanging")
+    assert [c.status for c in report.checks] == ["failed"]
+    assert "ThreadOwnershipError" in (report.checks[0].reason or "")
+
+
+def test_reasons_are_masked_of_secrets() -> None:
+    class Leaky(InMemoryStorage):
+        @classmethod
+        def from_url(cls, url: str, **options: Any) -> Leaky:
+            return cls("leaky")
+
+        def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
+            raise workmem.BackendUnavailableError("cannot reach postgres://app:hunter2@db/x")
+
+    scheme = f"leaky-{uuid.uuid4().hex[:8]}"
+    globals()["Leaky"] = Leaky
+    workmem.register(scheme, f"{__name__}:Leaky")
+    report = run(f"{scheme}://app:hunter2@db/x", profile="quick", only=["owner_immutable"])
+    (result,) = report.checks
+    assert result.status == "failed"
+    assert "hunter2" not in json.dumps(report.to_dict()) and "***" in (result.reason or "")
+
+
+def test_owner_error_is_the_contract_error() -> None:
+    # guards the mutants themselves: the honest adapter raises where OwnerChanging does not
+    honest, mutant = InMemoryStorage(), OwnerChanging()
+    for storage in (honest, mutant):
+        storage.save_thread(Thread("t", "a", created_at=utc_now()))
+    with pytest.raises(ThreadOwnershipError):
+        honest.save_thread(Thread("t", "b"))
+    assert mutant.save_thread(Thread("t", "b")).resource_id == "b"
+
+
+# -- cross-process: a persistent adapter whose merge is not atomic between processes ----------------
+
+
+class RacyFileStorage(InMemoryStorage):
+    """Claims cross-process atomicity, keeps its data in a JSON file, merges by read-pause-write."""
+
+    capabilities = workmem.Capabilities(cross_process_atomic=True, persistent=True)
+
+    def __init__(self, path: str) -> None:
+        super().__init__(None)
+        self.path = path
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RacyFileStorage:
+        return cls(url.split("://", 1)[1])
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return json.load(f)  # type: ignore[no-any-return]
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        text = self._load().get("r:" + resource_id)
+        return None if text is None else Resource(resource_id, text)
+
+    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
+        row = self._load().get("t:" + thread_id)
+        if row is None or (resource_id is not None and row["owner"] != resource_id):
+            return None
+        return Thread(thread_id, row["owner"], metadata={"workingMemory": row["wm"]} if row["wm"] else None)
+
+    def _write(self, key: str, value: Any) -> None:
+        data = self._load()
+        data[key] = value
+        temporary = f"{self.path}.{uuid.uuid4().hex}"
+        with open(temporary, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(temporary, self.path)  # each write is whole; the read-modify-write is not
+
+    def save_thread(self, thread: Thread) -> Thread:
+        old = self.get_thread(thread.id)
+        time.sleep(0.01)  # check, then act: another process slips in between
+        if old is not None and old.resource_id != thread.resource_id:
+            raise ThreadOwnershipError(thread.id, thread.resource_id)
+        self._write("t:" + thread.id, {"owner": thread.resource_id, "wm": None})
+        return thread
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        current = self.get_working_memory(scope=scope, resource_id=resource_id, thread_id=thread_id)
+        merged: dict[str, Any] = workmem.apply_merge_patch(parse_json_object(current), dict(patch))
+        time.sleep(0.01)
+        if scope == "resource":
+            self._write("r:" + str(resource_id), dump_json(merged))
+        else:
+            thread = self.get_thread(str(thread_id))
+            assert thread is not None
+            self._write("t:" + str(thread_id), {"owner": thread.resource_id, "wm": dump_json(merged)})
+        return merged
+
+
+def test_cross_process_check_catches_merges_that_are_atomic_only_in_one_process(tmp_path: Path) -> None:
+    scheme = f"racyfile-{uuid.uuid4().hex[:8]}"
+    workmem.register(scheme, f"{RacyFileStorage.__module__}:RacyFileStorage")
+    report = run(f"{scheme}://{tmp_path / 'store.json'}", profile="quick", only=["cross_process_atomic", "persistence"])
+    statuses = {c.name: c.status for c in report.checks}
+    assert statuses["cross_process_atomic"] == "failed", report.format_failures()
+    reason = report.checks[0].reason or ""
+    assert "lost" in reason or "succeeded" in reason, reason

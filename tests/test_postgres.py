@@ -1,0 +1,235 @@
+"""PostgreSQL adapter against a REAL server: contract, Mastra interop, failures, plans.
+
+The server comes from ``tests/servers.py``; every test works in a fresh random
+schema (``?schema=wm_…``) that is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from servers import server_url
+from test_sql_contract import T0, T1, MakeStorage, SqlContract
+
+import workmem
+from workmem import BackendUnavailableError, Resource, Thread, ValidationError
+from workmem.adapters.postgres import PostgresStorage, parse_postgres_url
+from workmem.adapters.sql.postgres import PostgresDialect
+from workmem.storage import check_list_args
+
+pytestmark = pytest.mark.backend("postgres")
+
+
+@contextlib.contextmanager
+def fresh_schema_url(**query: str) -> Iterator[str]:
+    """A URL naming a new random schema on the test server; the schema is dropped afterwards."""
+    server = server_url("postgres")
+    schema = f"wm_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(server)
+    extra = "&".join(f"{k}={v}" for k, v in {**query, "schema": schema}.items())
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, parts.path, f"{parts.query}&{extra}".lstrip("&"), ""))
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_schema_url() as fresh:
+        yield fresh
+
+
+@pytest.fixture
+def sql(url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A plain connection with the test schema first on the search path (as Mastra's code would see it)."""
+    conninfo, schema = parse_postgres_url(url)
+    workmem.connect(url).close()  # creates the schema and tables
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        yield conn
+
+
+class TestPostgresContract(SqlContract):
+    @pytest.fixture
+    def make_storage(self, url: str) -> Iterator[MakeStorage]:
+        opened: list[workmem.MemoryStorage] = []
+
+        def make(**options: Any) -> workmem.MemoryStorage:
+            opened.append(workmem.connect(url, max_size=16, **options))
+            return opened[-1]
+
+        yield make
+        for storage in opened:
+            storage.close()
+
+
+class _LockingDialect(PostgresDialect):
+    """PostgreSQL driven like Oracle will be: updates and merges as SELECT … FOR UPDATE transactions."""
+
+    native_shallow_merge: ClassVar[bool] = False
+
+    def merge_statement(self, *args: Any) -> None:  # type: ignore[override]
+        return None
+
+
+class TestLockedFlowContract(SqlContract):
+    """The core's row-locking read-modify-write path (the one Oracle uses), proven on PostgreSQL."""
+
+    @pytest.fixture
+    def make_storage(self, url: str) -> Iterator[MakeStorage]:
+        opened: list[PostgresStorage] = []
+
+        def make(**options: Any) -> workmem.MemoryStorage:
+            storage = PostgresStorage.from_url(url, max_size=16, **options)
+            storage.dialect = _LockingDialect(storage.dialect.schema or "public")
+            opened.append(storage)
+            return storage
+
+        yield make
+        for storage in opened:
+            storage.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "conninfo", "schema"),
+    [
+        ("postgresql://u:p@h:5432/db?schema=s1", "postgresql://u:p@h:5432/db", "s1"),
+        ("postgres://h/db", "postgresql://h/db", "public"),
+        (
+            "postgresql+psycopg://h/db?sslmode=disable&schema=x&application_name=a",
+            "postgresql://h/db?sslmode=disable&application_name=a",
+            "x",
+        ),
+    ],
+)
+def test_url_forms(given: str, conninfo: str, schema: str) -> None:
+    assert parse_postgres_url(given) == (conninfo, schema)
+
+
+@pytest.mark.parametrize("schema", ['bad"name', "1abc", "a-b", "", "x" * 64])
+def test_unsafe_schema_names_are_refused(schema: str) -> None:
+    with pytest.raises(ValidationError):
+        PostgresStorage.from_url(f"postgresql://127.0.0.1:1/db?schema={schema}")
+
+
+def test_connection_failure_masks_the_password(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(BackendUnavailableError) as info:
+        workmem.connect("postgresql://postgres:Sup3rS3cret@127.0.0.1:1/postgres", connect_timeout=2)
+    error = info.value
+    shown = [str(error), repr(error), caplog.text, *(str(e) for e in (error.__cause__, error.__context__) if e)]
+    assert "127.0.0.1:1" in str(error) and "***" in str(error)
+    assert not any("Sup3rS3cret" in text for text in shown)
+
+
+def test_tables_are_mastras(url: str, sql: psycopg.Connection[Any]) -> None:
+    columns = sql.execute(
+        "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns "
+        "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+    ).fetchall()
+    stamps = [
+        ("createdAt", "timestamp without time zone", "NO", None),
+        ("updatedAt", "timestamp without time zone", "NO", None),
+        ("createdAtZ", "timestamp with time zone", "YES", "now()"),
+        ("updatedAtZ", "timestamp with time zone", "YES", "now()"),
+    ]
+    assert columns == [
+        ("mastra_resources", "id", "text", "NO", None),
+        ("mastra_resources", "workingMemory", "text", "YES", None),
+        ("mastra_resources", "metadata", "jsonb", "YES", None),
+        *(("mastra_resources", *s) for s in stamps),
+        ("mastra_threads", "id", "text", "NO", None),
+        ("mastra_threads", "resourceId", "text", "NO", None),
+        ("mastra_threads", "title", "text", "NO", None),
+        ("mastra_threads", "metadata", "jsonb", "YES", None),
+        *(("mastra_threads", *s) for s in stamps),
+    ]
+    (index,) = sql.execute(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'mastra_threads_resourceid_createdat_idx' "
+        "AND schemaname = current_schema()"
+    ).fetchone()  # type: ignore[misc]
+    assert index.endswith('USING btree ("resourceId", "createdAt" DESC)')
+    workmem.connect(url).close()  # idempotent
+
+
+def test_reads_rows_written_by_mastra(url: str, sql: psycopg.Connection[Any]) -> None:
+    # What @mastra/pg writes: UTC wall time in "createdAt", the same instant in "createdAtZ", jsonb metadata.
+    sql.execute(
+        'INSERT INTO mastra_resources (id, "workingMemory", metadata, "createdAt", "updatedAt", "createdAtZ", '
+        '"updatedAtZ") VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s)',
+        ("user-1", '{"name":"Ada"}', json.dumps({"plan": "pro"}), "2025-01-02 03:04:05.678", "2025-01-02 03:04:05.678",
+         "2025-01-02T03:04:05.678Z", "2025-01-02T03:04:05.678Z"),
+    )  # fmt: skip
+    for tid, created, z in (("a", "2025-01-02 03:04:05.678", True), ("b", "2025-01-03 00:00:00", False)):
+        sql.execute(
+            'INSERT INTO mastra_threads (id, "resourceId", title, metadata, "createdAt", "updatedAt", "createdAtZ", '
+            f'"updatedAtZ") VALUES (%s, %s, %s, %s::jsonb, %s, %s, {"%s, %s" if z else "NULL, NULL"})',
+            (tid, "user-1", f"chat {tid}", json.dumps({"workingMemory": "# notes"}), created, created)
+            + ((created + "Z", created + "Z") if z else ()),
+        )
+    with workmem.connect(url) as storage:
+        assert storage.get_resource("user-1") == Resource("user-1", '{"name":"Ada"}', {"plan": "pro"}, T0, T0)
+        page = storage.list_threads("user-1")
+        assert [t.id for t in page.threads] == ["b", "a"]
+        assert page.threads[0].created_at == datetime(2025, 1, 3, tzinfo=UTC)  # no …Z: the naive column is UTC
+        assert page.threads[1] == Thread("a", "user-1", "chat a", {"workingMemory": "# notes"}, T0, T0)
+        assert storage.merge_working_memory({"age": 36}, scope="resource", resource_id="user-1") == {
+            "name": "Ada",
+            "age": 36,
+        }
+
+
+def test_rows_we_write_are_what_mastra_reads(url: str, sql: psycopg.Connection[Any]) -> None:
+    sql.execute("SET TIME ZONE 'America/New_York'")  # the session zone must not matter
+    with workmem.connect(url) as storage:
+        storage.save_resource(Resource("r", "# wm", {"a": [1, 2.5]}, T0, T1))
+        storage.save_thread(Thread("t", "r", "", {"b": None}, T0, T0))
+        storage.merge_working_memory({"x": {"y": 1}}, scope="thread", thread_id="t")
+    row = sql.execute(
+        'SELECT "workingMemory", metadata, "createdAt", "updatedAt", "createdAtZ", "updatedAtZ" FROM mastra_resources'
+    ).fetchone()
+    assert row is not None
+    assert row[:4] == ("# wm", {"a": [1, 2.5]}, T0.replace(tzinfo=None), T1.replace(tzinfo=None))
+    assert (row[4], row[5]) == (T0, T1)
+    (metadata, kind) = sql.execute("SELECT metadata, jsonb_typeof(metadata) FROM mastra_threads").fetchone()  # type: ignore[misc]
+    assert kind == "object" and metadata["b"] is None and json.loads(metadata["workingMemory"]) == {"x": {"y": 1}}
+
+
+def test_listing_is_an_index_range_scan(url: str, sql: psycopg.Connection[Any]) -> None:
+    sql.execute(
+        'INSERT INTO mastra_threads (id, "resourceId", title, "createdAt", "updatedAt") '
+        "SELECT 't' || i, 'r' || (i % 20), '', now() - i * interval '1 s', now() - i * interval '1 s' "
+        "FROM generate_series(1, 20000) AS i"
+    )
+    sql.execute("ANALYZE mastra_threads")
+    dialect = PostgresDialect(parse_postgres_url(url)[1])
+    for order_by, index in (("created_at", "mastra_threads_resourceid_createdat_idx"),
+                            ("updated_at", "workmem_threads_resourceid_updatedat_idx")):  # fmt: skip
+        query, params = dialect.render(dialect.list_threads(check_list_args("r7", 1, 20, order_by, "desc")))
+        plan = "\n".join(row[0] for row in sql.execute("EXPLAIN " + query, params).fetchall())
+        # The index gives the order; only ties of the timestamp are sorted by id (Incremental Sort).
+        assert f"Index Scan using {index}" in plan and "Seq Scan" not in plan and "\n  ->  Sort" not in plan, plan
+
+
+def test_a_terminated_connection_is_replaced(url: str) -> None:
+    with fresh_schema_url(application_name="workmem-terminate") as url, workmem.connect(url, max_size=2) as storage:
+        storage.update_resource("r", working_memory="before")
+        with psycopg.connect(server_url("postgres"), autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = 'workmem-terminate' AND pid <> pg_backend_pid()"
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        assert storage.get_working_memory(scope="resource", resource_id="r") == "before"  # read after the kill
+        storage.update_resource("r", working_memory="after")  # and a write
+        assert storage.get_working_memory(scope="resource", resource_id="r") == "after"

@@ -1,0 +1,99 @@
+"""The SQL core without a database: identifiers, placeholders, bound values, row mapping."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from workmem import UNSET, Resource, Thread, ValidationError
+from workmem.adapters.sql import Statement, identifier
+from workmem.adapters.sql.changes import merge_document, updated_resource
+from workmem.adapters.sql.dialect import placeholder_names
+from workmem.adapters.sql.postgres import PostgresDialect
+from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row
+from workmem.adapters.sql.sqlite import SQLiteDialect
+from workmem.storage import ScopeTarget, check_list_args
+
+T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+NASTY = "x'); DROP TABLE mastra_threads; --:id %s %(id)s"
+
+
+def test_identifiers_are_checked_and_quoted() -> None:
+    assert identifier("wm_1") == '"wm_1"'
+    for bad in ('a"b', "1a", "a b", "", "a" * 64, "é"):
+        with pytest.raises(ValidationError):
+            identifier(bad)
+    with pytest.raises(ValidationError):
+        PostgresDialect('public"; DROP SCHEMA x; --')
+
+
+def test_placeholders_skip_casts_and_render_per_driver() -> None:
+    sql = "SELECT CAST(:b AS jsonb), '{}'::jsonb, :a, :b, 5 % 2"
+    assert placeholder_names(sql) == ("b", "a")
+    statement = Statement(sql, {"a": 1, "b": 2})
+    assert SQLiteDialect().render(statement) == (sql, (2, 1))  # one value per name: SQLite reuses its index
+    assert PostgresDialect().render(statement) == (
+        "SELECT CAST(%(b)s AS jsonb), '{}'::jsonb, %(a)s, %(b)s, 5 %% 2",
+        {"a": 1, "b": 2},
+    )
+
+
+@pytest.mark.parametrize("dialect", [SQLiteDialect(), PostgresDialect("wm_x")], ids=["sqlite", "postgres"])
+def test_every_value_is_bound(dialect: SQLiteDialect | PostgresDialect) -> None:
+    resource = Resource(NASTY, NASTY, {NASTY: NASTY}, T0, T0)
+    thread = Thread(NASTY, NASTY, NASTY, {NASTY: NASTY}, T0, T0)
+    statements = [
+        dialect.select_resource(NASTY),
+        dialect.upsert_resource(resource),
+        dialect.insert_missing_resource(NASTY, T0),
+        dialect.select_thread(NASTY, lock=True),
+        dialect.save_thread(thread, T0),
+        dialect.write_thread(thread),
+        dialect.delete_thread(NASTY),
+        dialect.list_threads(check_list_args(NASTY, 3, 7, "updated_at", "asc")),
+        dialect.count_threads(NASTY),
+    ]
+    if dialect.native_shallow_merge:
+        statements += [
+            dialect.update_resource(NASTY, NASTY, {NASTY: 1}, T0),
+            dialect.update_thread(NASTY, NASTY, None, T0),
+        ]
+    merge = dialect.merge_statement(ScopeTarget("thread", NASTY, NASTY), {NASTY: 1}, T0)
+    statements += [] if merge is None else [merge]
+    for statement in statements:
+        assert "DROP" not in statement.sql and "2025" not in statement.sql
+        assert set(placeholder_names(statement.sql)) == set(statement.params), statement.sql
+        dialect.render(statement)  # every placeholder has a value
+
+
+def test_sqlite_statements_bind_mastra_shapes() -> None:
+    dialect = SQLiteDialect()
+    statement = dialect.upsert_resource(Resource("r", None, {"a": 1}, T0, T0))
+    assert "jsonb(:metadata)" in statement.sql
+    assert statement.params["metadata"] == '{"a":1}' and statement.params["created_at"] == "2025-01-02T03:04:05.678Z"
+    page = dialect.list_threads(check_list_args("r", 2**62, 2**62, "created_at", "desc"))
+    assert page.params["limit"] == 2**62 and page.params["offset"] == 2**62  # clamped to a 64-bit count
+
+
+def test_rows_decode_every_stored_form() -> None:
+    assert load_object(None) is None
+    assert load_object({"a": 1}) == {"a": 1}
+    assert load_object(b'{"a": 1}') == {"a": 1}
+    # jsonb prints 1.5e300 without an exponent: integers beyond 2**53 can only have been floats.
+    big = load_object('{"f": 15' + "0" * 299 + ', "i": 9007199254740991}')
+    assert big == {"f": 1.5e300, "i": 2**53 - 1} and isinstance(big["f"], float)  # type: ignore[index]
+    assert decode_time("2025-01-02T03:04:05.678Z") == T0
+    assert decode_time(datetime(2025, 1, 2, 3, 4, 5, 678901)) == T0  # naive is UTC, truncated to ms
+    row = ("r", None, '{"k": true}', "2025-01-02T03:04:05.678Z", T0)
+    assert resource_from_row(row) == Resource("r", None, {"k": True}, T0, T0)
+
+
+def test_changes_follow_the_contract() -> None:
+    old = Resource("r", "keep", {"a": 1, "b": 2}, T0, T0)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert updated_resource(old, "r", UNSET, {"b": None, "c": 3}, now) == Resource(
+        "r", "keep", {"a": 1, "b": None, "c": 3}, T0, now
+    )
+    assert updated_resource(None, "r", None, None, now) == Resource("r", None, None, now, now)
+    assert merge_document("  ", {"a": {"b": None}}) == ({"a": {}}, '{"a":{}}')

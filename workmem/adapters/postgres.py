@@ -1,0 +1,184 @@
+"""PostgreSQL: ``postgresql://USER:PASSWORD@HOST:5432/DB?schema=public`` (also ``postgres://``, ``postgresql+psycopg://``).
+
+``schema`` (default ``public``) names the schema holding Mastra's tables; it is
+created when missing. Other query parameters go to libpq (``sslmode``, ...).
+Options: ``min_size`` (pooled connections kept open, default 1), ``max_size``
+(default 10), ``timeout`` (seconds to wait for a pooled connection, default
+30), ``connect_timeout`` (seconds, default 10), ``schema``.
+
+Driver: psycopg 3 with ``psycopg_pool`` (``pip install 'workmem[postgres]'``).
+Every operation is one statement on an autocommit connection, so it is atomic
+and one round trip. A connection the server closed (restart,
+``pg_terminate_backend``) is noticed before use, without a round trip, and
+replaced; a read that still meets a dropped connection is retried once, a
+write never is.
+"""
+
+from __future__ import annotations
+
+import select
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Self
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from workmem.drivers import import_driver
+from workmem.errors import BackendUnavailableError, ValidationError, WorkingMemoryFormatError, WorkmemError
+from workmem.storage import Capabilities
+from workmem.urls import SECRET_QUERY_KEYS, mask_url
+
+from .sql import Result, SqlStorage, Statement
+from .sql.postgres import FORMAT_ERROR, TOO_LARGE_ERROR, PostgresDialect
+from .sql.storage import check_options, driver_error
+
+__all__ = ["PostgresStorage", "parse_postgres_url"]
+
+_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+_OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema"})
+_RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
+
+
+def parse_postgres_url(url: str) -> tuple[str, str]:
+    """``(conninfo, schema)``: the URL libpq understands (no ``schema``, plain scheme) and the schema name."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in _SCHEMES:
+        raise ValidationError(f"not a PostgreSQL URL scheme: {parts.scheme!r}")
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((value for key, value in reversed(params) if key == "schema"), "public")
+    rest = urlencode([(key, value) for key, value in params if key != "schema"])
+    return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), schema
+
+
+def _secrets(conninfo: str) -> list[str]:
+    parts = urlsplit(conninfo)
+    found = [unquote(parts.password)] if parts.password else []
+    return found + [value for key, value in parse_qsl(parts.query) if key.lower() in SECRET_QUERY_KEYS]
+
+
+def _closed_by_server(conn: Any) -> bool:
+    """An idle connection with something to read was closed by the server (it sends FATAL, then EOF)."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
+
+
+class _Session:
+    def __init__(self, dialect: PostgresDialect, conn: Any) -> None:
+        self._dialect = dialect
+        self._conn = conn
+
+    def execute(self, statement: Statement) -> Result:
+        return _run(self._conn, self._dialect, statement)
+
+
+def _run(conn: Any, dialect: PostgresDialect, statement: Statement) -> Result:
+    sql, params = dialect.render(statement)
+    cursor = conn.execute(sql, params)
+    return Result(cursor.fetchall() if cursor.description else [], cursor.rowcount)
+
+
+class PostgresStorage(SqlStorage):
+    """Working memory in PostgreSQL, in the tables the TypeScript Mastra adapter uses."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    dialect: PostgresDialect
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "public",
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 30.0,
+        connect_timeout: int = 10,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(PostgresDialect(schema))
+        self._psycopg = import_driver("psycopg", "postgres")
+        pool_module = import_driver("psycopg_pool", "postgres")
+        self._secrets = _secrets(conninfo)
+        self._url = mask_url(url if url is not None else conninfo)
+        self._max_size = max_size
+        kwargs = {"autocommit": True, "connect_timeout": connect_timeout}
+        self._setup(conninfo, kwargs)
+        self._pool = pool_module.ConnectionPool(
+            conninfo, kwargs=kwargs, min_size=min_size, max_size=max_size, timeout=timeout, open=True, name="workmem"
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        check_options(options, _OPTIONS, "PostgreSQL")
+        conninfo, schema = parse_postgres_url(url)
+        options.setdefault("schema", schema)
+        return cls(conninfo, url=url, **options)
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({self._url!r}, schema={self.dialect.schema!r})"
+
+    # -- errors ----------------------------------------------------------------------
+
+    def _error(self, exc: BaseException) -> WorkmemError:
+        state = getattr(exc, "sqlstate", None)
+        if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
+            kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError
+            error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
+            error.__cause__ = exc
+            return error
+        return driver_error(BackendUnavailableError, f"PostgreSQL error on {self._url}", exc, *self._secrets)
+
+    def _retryable(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the connection was lost (not a pool timeout, not a query error)."""
+        state = getattr(exc, "sqlstate", None)
+        lost = state is None or state.startswith("08") or state in _RETRYABLE_STATES
+        return lost and isinstance(exc, self._psycopg.OperationalError) and "pool" not in type(exc).__module__
+
+    # -- connections -----------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        for _ in range(self._max_size + 1):
+            with self._pool.connection() as conn:
+                if _closed_by_server(conn):
+                    conn.close()  # the pool replaces a closed connection
+                    continue
+                yield conn
+                return
+        raise BackendUnavailableError(f"no live connection to {self._url}")
+
+    def _execute(self, statement: Statement, *, read: bool = False) -> Result:
+        for attempt in (1, 2):
+            try:
+                with self._connection() as conn:
+                    return _run(conn, self.dialect, statement)
+            except self._psycopg.Error as exc:
+                if read and attempt == 1 and self._retryable(exc):
+                    continue  # a read is safe to repeat on a fresh connection
+                error = self._error(exc)
+                raise error from error.__cause__
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[_Session]:
+        try:
+            with self._connection() as conn, conn.transaction():
+                yield _Session(self.dialect, conn)
+        except self._psycopg.Error as exc:
+            error = self._error(exc)
+            raise error from error.__cause__
+
+    def _setup(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+        try:
+            with self._psycopg.connect(conninfo, **kwargs) as conn, conn.transaction():
+                for sql in self.dialect.ddl():
+                    conn.execute(sql)
+        except self._psycopg.Error as exc:
+            error = self._error(exc)
+            raise error from error.__cause__
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,17 @@
+"""The SQL core shared by the libSQL, PostgreSQL and Oracle adapters.
+
+* :mod:`.dialect` — the Mastra tables and every statement, built without I/O
+  from a few per-database hooks (:class:`Dialect`);
+* :mod:`.sqlite`, :mod:`.postgres` — the dialects (what their databases do differently);
+* :mod:`.rows` — rows to records; :mod:`.changes` — records after an update or merge;
+* :mod:`.storage` — :class:`SqlStorage`, the contract's flow over ``_execute`` and ``_transaction``.
+
+No module here imports a database driver.
+"""
+
+from __future__ import annotations
+
+from .dialect import Dialect, Statement, identifier
+from .storage import Result, Session, SqlStorage
+
+__all__ = ["Dialect", "Result", "Session", "SqlStorage", "Statement", "identifier"]

@@ -1,0 +1,64 @@
+"""The new record an update or merge produces from the old one (no I/O).
+
+Used by the read-modify-write transactions of dialects that cannot do an
+update in one statement; the rules are the contract's (``workmem.storage``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from workmem.merge_patch import apply_merge_patch, parse_json_object
+from workmem.records import Resource, Thread, Unset
+from workmem.storage import WORKING_MEMORY_KEY
+from workmem.validation import dump_json, validate_json_object
+
+__all__ = ["merge_document", "shallow", "updated_resource", "updated_thread", "with_thread_memory"]
+
+
+def shallow(old: dict[str, Any] | None, new: dict[str, Any] | Unset | None) -> dict[str, Any] | None:
+    """``{**old, **new}``; ``UNSET`` or ``None`` leaves ``old`` as it is."""
+    if isinstance(new, Unset) or new is None:
+        return old
+    return {**(old or {}), **new}
+
+
+def updated_resource(
+    old: Resource | None,
+    resource_id: str,
+    working_memory: str | Unset | None,
+    metadata: dict[str, Any] | Unset | None,
+    now: datetime,
+) -> Resource:
+    """The resource after ``update_resource`` (created when ``old`` is ``None``)."""
+    if old is None:
+        old = Resource(resource_id, None, None, now, now)
+    return dataclasses.replace(
+        old,
+        working_memory=old.working_memory if isinstance(working_memory, Unset) else working_memory,
+        metadata=shallow(old.metadata, metadata),
+        updated_at=now,
+    )
+
+
+def updated_thread(old: Thread, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime) -> Thread:
+    """The thread after ``update_thread``."""
+    return dataclasses.replace(
+        old,
+        title=old.title if isinstance(title, Unset) else title,
+        metadata=shallow(old.metadata, metadata),
+        updated_at=now,
+    )
+
+
+def merge_document(stored: str | None, patch: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The merged working memory and the text to store; raises before anything is written."""
+    merged: dict[str, Any] = apply_merge_patch(parse_json_object(stored), patch)
+    return merged, dump_json(validate_json_object(merged, "merged working memory"))
+
+
+def with_thread_memory(thread: Thread, text: str, now: datetime) -> Thread:
+    """``thread`` with its working memory replaced by ``text``."""
+    return updated_thread(thread, thread.title, {WORKING_MEMORY_KEY: text}, now)

@@ -1,0 +1,287 @@
+"""What SQL databases share: the Mastra tables, and every statement built from a few dialect hooks.
+
+Statements are written once, with ``:name`` placeholders, and returned as
+:class:`Statement` ``(sql, params)`` without doing any I/O. A dialect overrides
+only what its database does differently: how JSON and timestamps go in and
+come out, how a page is cut, which upsert syntax it has, and which
+read-modify-write operations it can do in one statement
+(:attr:`Dialect.native_shallow_merge`, :meth:`Dialect.merge_statement`).
+:meth:`Dialect.render` turns a statement into its driver's paramstyle.
+
+Every value is a bound parameter; identifiers (a schema name) are validated
+by :func:`identifier` and double-quoted, never taken from data.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, ClassVar, NamedTuple
+
+from workmem.errors import ValidationError
+from workmem.records import Resource, Thread, Unset
+from workmem.storage import ListQuery, ScopeTarget
+from workmem.validation import dump_json
+
+__all__ = [
+    "MAX_ROWS",
+    "PLACEHOLDER",
+    "RESOURCES",
+    "THREADS",
+    "Dialect",
+    "Statement",
+    "identifier",
+    "placeholder_names",
+]
+
+RESOURCES = "mastra_resources"
+THREADS = "mastra_threads"
+MAX_ROWS = 2**62
+"""LIMIT/OFFSET are clamped to this (every engine takes a signed 64-bit count)."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+"""A ``:name`` placeholder (not the second colon of a ``::type`` cast)."""
+_ORDER_COLUMNS = {"created_at": '"createdAt"', "updated_at": '"updatedAt"'}
+
+
+class Statement(NamedTuple):
+    """One SQL statement with ``:name`` placeholders and its parameters."""
+
+    sql: str
+    params: Mapping[str, Any]
+
+
+def identifier(name: str, what: str = "schema") -> str:
+    """``name`` double-quoted, after checking it is a plain SQL identifier (letters, digits, ``_``)."""
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
+        raise ValidationError(f"{what} must be letters, digits and '_' (at most 63, not starting with a digit)")
+    return f'"{name}"'
+
+
+@functools.lru_cache(maxsize=512)
+def placeholder_names(sql: str) -> tuple[str, ...]:
+    """The ``:name`` placeholders of ``sql`` in order of first appearance (``::type`` casts are skipped)."""
+    return tuple(dict.fromkeys(PLACEHOLDER.findall(sql)))
+
+
+class Dialect:
+    """The statements of the storage contract for one SQL database; subclasses override the hooks."""
+
+    name: ClassVar[str] = "sql"
+    native_shallow_merge: ClassVar[bool] = False
+    """Whether :meth:`shallow_merge` exists, so updates are single statements."""
+    row_locks: ClassVar[bool] = True
+    """Whether a read-modify-write locks rows (``FOR UPDATE``); ``False`` when the transaction locks the database."""
+    begin_write: ClassVar[str] = "BEGIN"
+    """The statement opening a read-modify-write transaction."""
+
+    def __init__(self, schema: str | None = None) -> None:
+        self.schema = schema
+        prefix = "" if schema is None else identifier(schema) + "."
+        self.resources = prefix + RESOURCES
+        self.threads = prefix + THREADS
+
+    # -- hooks: values and fragments ---------------------------------------------------
+
+    def render(self, statement: Statement) -> tuple[str, Any]:
+        """``(sql, params)`` in the driver's paramstyle (here unchanged: ``:name`` and a mapping)."""
+        return statement.sql, statement.params
+
+    def json_param(self, name: str) -> str:
+        """SQL that stores the JSON text bound as ``:name``."""
+        return f":{name}"
+
+    def json_select(self, column: str) -> str:
+        """SQL that reads ``column`` back as JSON text."""
+        return column
+
+    def time_value(self, value: datetime) -> Any:
+        """A timestamp as bound to the driver."""
+        return value
+
+    def time_select(self, column: str) -> str:
+        """SQL that reads the timestamp ``column`` (``createdAt`` or ``updatedAt``)."""
+        return f'"{column}"'
+
+    def time_assignments(self, column: str, name: str) -> list[tuple[str, str]]:
+        """``(quoted column, SQL)`` pairs that store the timestamp bound as ``:name`` in ``column``."""
+        return [(f'"{column}"', f":{name}")]
+
+    def shallow_merge(self, old: str, new: str) -> str:
+        """SQL for ``{**old, **new}`` of two JSON objects (only if :attr:`native_shallow_merge`)."""
+        raise NotImplementedError
+
+    def page_clause(self, query: ListQuery) -> str:
+        return "" if query.per_page is None else " LIMIT :limit OFFSET :offset"
+
+    def lock_clause(self, lock: bool) -> str:
+        return " FOR UPDATE" if lock and self.row_locks else ""
+
+    def merge_statement(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> Statement | None:
+        """One statement merging ``patch`` into working memory and returning the stored text, if the database can."""
+        return None
+
+    def ddl(self) -> list[str]:
+        """Statements creating the tables, indexes (and functions) when missing; idempotent."""
+        raise NotImplementedError
+
+    # -- column lists --------------------------------------------------------------------
+
+    def resource_columns(self) -> str:
+        times = ", ".join(self.time_select(c) for c in ("createdAt", "updatedAt"))
+        return f'id, "workingMemory", {self.json_select("metadata")}, {times}'
+
+    def thread_columns(self) -> str:
+        times = ", ".join(self.time_select(c) for c in ("createdAt", "updatedAt"))
+        return f'id, "resourceId", title, {self.json_select("metadata")}, {times}'
+
+    def _insert(self, table: str, fields: Sequence[tuple[str, str]]) -> str:
+        columns = ", ".join(column for column, _ in fields)
+        values = ", ".join(value for _, value in fields)
+        return f"INSERT INTO {table} AS t ({columns}) VALUES ({values})"
+
+    def _stamps(self, *pairs: tuple[str, str]) -> list[tuple[str, str]]:
+        return [item for column, name in pairs for item in self.time_assignments(column, name)]
+
+    def _params(self, record: Resource | Thread) -> dict[str, Any]:
+        return {
+            "id": record.id,
+            "metadata": None if record.metadata is None else dump_json(record.metadata),
+            "created_at": self.time_value(record.created_at),
+            "updated_at": self.time_value(record.updated_at),
+        }
+
+    # -- resources -----------------------------------------------------------------------
+
+    def select_resource(self, resource_id: str, *, lock: bool = False) -> Statement:
+        sql = f"SELECT {self.resource_columns()} FROM {self.resources} WHERE id = :id{self.lock_clause(lock)}"
+        return Statement(sql, {"id": resource_id})
+
+    def _resource_fields(self) -> list[tuple[str, str]]:
+        base = [("id", ":id"), ('"workingMemory"', ":working_memory"), ("metadata", self.json_param("metadata"))]
+        return base + self._stamps(("createdAt", "created_at"), ("updatedAt", "updated_at"))
+
+    def upsert_resource(self, resource: Resource) -> Statement:
+        """Create the resource or replace it whole."""
+        fields = self._resource_fields()
+        sets = ", ".join(f"{column} = excluded.{column}" for column, _ in fields[1:])
+        sql = f"{self._insert(self.resources, fields)} ON CONFLICT (id) DO UPDATE SET {sets}"
+        return Statement(sql, {**self._params(resource), "working_memory": resource.working_memory})
+
+    def insert_missing_resource(self, resource_id: str, now: datetime) -> Statement:
+        """Create an empty resource unless it exists (so a row lock can be taken on it)."""
+        sql = f"{self._insert(self.resources, self._resource_fields())} ON CONFLICT (id) DO NOTHING"
+        stamp = self.time_value(now)
+        return Statement(
+            sql, {"id": resource_id, "working_memory": None, "metadata": None, "created_at": stamp, "updated_at": stamp}
+        )
+
+    def update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+    ) -> Statement:
+        """One statement for ``update_resource`` (only if :attr:`native_shallow_merge`); returns the row."""
+        fields = self._resource_fields()
+        merged = self.shallow_merge("t.metadata", "excluded.metadata")
+        stamps = ", ".join(f"{c} = excluded.{c}" for c, _ in self._stamps(("updatedAt", "updated_at")))
+        sql = (
+            f"{self._insert(self.resources, fields)} ON CONFLICT (id) DO UPDATE SET "
+            '"workingMemory" = CASE WHEN :set_working_memory THEN excluded."workingMemory" '
+            'ELSE t."workingMemory" END, '
+            f"metadata = CASE WHEN excluded.metadata IS NULL THEN t.metadata ELSE {merged} END, {stamps} "
+            f"RETURNING {self.resource_columns()}"
+        )
+        stamp = self.time_value(now)
+        return Statement(
+            sql,
+            {
+                "id": resource_id,
+                "working_memory": None if isinstance(working_memory, Unset) else working_memory,
+                "set_working_memory": not isinstance(working_memory, Unset),
+                "metadata": None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata),
+                "created_at": stamp,
+                "updated_at": stamp,
+            },
+        )
+
+    # -- threads -------------------------------------------------------------------------
+
+    def select_thread(self, thread_id: str, *, lock: bool = False) -> Statement:
+        sql = f"SELECT {self.thread_columns()} FROM {self.threads} WHERE id = :id{self.lock_clause(lock)}"
+        return Statement(sql, {"id": thread_id})
+
+    def save_thread(self, thread: Thread, now: datetime) -> Statement:
+        """Create, or replace title and metadata when the owner matches; no row comes back for another owner."""
+        fields = [
+            ("id", ":id"),
+            ('"resourceId"', ":resource_id"),
+            ("title", ":title"),
+            ("metadata", self.json_param("metadata")),
+            *self._stamps(("createdAt", "created_at"), ("updatedAt", "updated_at")),
+        ]
+        stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "now")))
+        sql = (
+            f"{self._insert(self.threads, fields)} ON CONFLICT (id) DO UPDATE SET "
+            f"title = excluded.title, metadata = excluded.metadata, {stamps} "
+            f'WHERE t."resourceId" = excluded."resourceId" RETURNING {self.thread_columns()}'
+        )
+        params = {**self._params(thread), "resource_id": thread.resource_id, "title": thread.title}
+        return Statement(sql, {**params, "now": self.time_value(now)})
+
+    def write_thread(self, thread: Thread) -> Statement:
+        """Store the title, metadata and ``updated_at`` of an existing thread."""
+        stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "updated_at")))
+        metadata = self.json_param("metadata")
+        sql = f"UPDATE {self.threads} SET title = :title, metadata = {metadata}, {stamps} WHERE id = :id"
+        params = {**self._params(thread), "title": thread.title}
+        del params["created_at"]
+        return Statement(sql, params)
+
+    def update_thread(
+        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+    ) -> Statement:
+        """One statement for ``update_thread`` (only if :attr:`native_shallow_merge`); returns the row."""
+        merged = self.shallow_merge("metadata", self.json_param("metadata"))
+        stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "now")))
+        sql = (
+            f"UPDATE {self.threads} SET title = CASE WHEN :set_title THEN :title ELSE title END, "
+            f"metadata = CASE WHEN {self.json_param('metadata')} IS NULL THEN metadata ELSE {merged} END, {stamps} "
+            f"WHERE id = :id RETURNING {self.thread_columns()}"
+        )
+        return Statement(
+            sql,
+            {
+                "id": thread_id,
+                "set_title": not isinstance(title, Unset),
+                "title": None if isinstance(title, Unset) else title,
+                "metadata": None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata),
+                "now": self.time_value(now),
+            },
+        )
+
+    def delete_thread(self, thread_id: str) -> Statement:
+        return Statement(f"DELETE FROM {self.threads} WHERE id = :id", {"id": thread_id})
+
+    def list_threads(self, query: ListQuery) -> Statement:
+        """One page, each row ending with the resource's thread count (an index range scan)."""
+        order = _ORDER_COLUMNS[query.order_by]
+        direction = "DESC" if query.direction == "desc" else "ASC"
+        sql = (
+            f"SELECT {self.thread_columns()}, ({self.count_threads(query.resource_id).sql}) AS total "
+            f'FROM {self.threads} WHERE "resourceId" = :resource_id '
+            f"ORDER BY {order} {direction}, id {direction}{self.page_clause(query)}"
+        )
+        params: dict[str, Any] = {"resource_id": query.resource_id}
+        if query.per_page is not None:
+            params.update(limit=min(query.per_page, MAX_ROWS), offset=min(query.offset, MAX_ROWS))
+        return Statement(sql, params)
+
+    def count_threads(self, resource_id: str) -> Statement:
+        sql = f'SELECT count(*) FROM {self.threads} WHERE "resourceId" = :resource_id'
+        return Statement(sql, {"resource_id": resource_id})

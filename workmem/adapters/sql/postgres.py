@@ -1,0 +1,188 @@
+"""The PostgreSQL dialect: Mastra's tables in one schema, jsonb metadata, ``…Z`` timestamptz twins.
+
+Everything that changes a row is one statement: ``||`` is jsonb's shallow
+merge, and ``workmem_merge_document`` (plpgsql, created with the tables)
+applies an RFC 7396 patch to stored working memory inside the ``UPDATE`` /
+``INSERT … ON CONFLICT`` that writes it. Stored text that is not a JSON object
+raises SQLSTATE ``WM001`` (a merged document over 4 MiB ``WM002``), which
+aborts the statement with nothing changed.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from typing import Any, ClassVar
+
+from workmem.storage import ScopeTarget
+from workmem.validation import MAX_TEXT_BYTES, dump_json
+
+from .dialect import PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
+
+__all__ = ["FORMAT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
+
+FORMAT_ERROR = "WM001"
+"""SQLSTATE raised when stored working memory is not a JSON object."""
+TOO_LARGE_ERROR = "WM002"
+"""SQLSTATE raised when a merged document is larger than the limit."""
+
+DDL_LOCK = 0x776F726B6D656D
+"""Advisory lock key ("workmem") held while creating tables, so concurrent first starts do not race."""
+
+# Python's str.isspace() characters: working memory made only of them counts as empty.
+_BLANK = r"^[\s\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u001c-\u001f]*$"
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS {s}.{threads} (
+  id text NOT NULL PRIMARY KEY, "resourceId" text NOT NULL, title text NOT NULL, metadata jsonb,
+  "createdAt" timestamp NOT NULL, "updatedAt" timestamp NOT NULL,
+  "createdAtZ" timestamptz DEFAULT now(), "updatedAtZ" timestamptz DEFAULT now())""",
+    """CREATE TABLE IF NOT EXISTS {s}.{resources} (
+  id text NOT NULL PRIMARY KEY, "workingMemory" text, metadata jsonb,
+  "createdAt" timestamp NOT NULL, "updatedAt" timestamp NOT NULL,
+  "createdAtZ" timestamptz DEFAULT now(), "updatedAtZ" timestamptz DEFAULT now())""",
+    """DO $do$ BEGIN
+  -- CREATE INDEX IF NOT EXISTS would lock the table on every start; look first.
+  IF to_regclass('{s}.mastra_threads_resourceid_createdat_idx') IS NULL THEN
+    CREATE INDEX mastra_threads_resourceid_createdat_idx ON {s}.{threads} ("resourceId", "createdAt" DESC);
+  END IF;
+  IF to_regclass('{s}.workmem_threads_resourceid_updatedat_idx') IS NULL THEN
+    CREATE INDEX workmem_threads_resourceid_updatedat_idx ON {s}.{threads} ("resourceId", "updatedAt" DESC);
+  END IF;
+END $do$""",
+)
+
+_MERGE_PATCH = """
+CREATE OR REPLACE FUNCTION {s}.workmem_merge_patch(target json, patch json) RETURNS json
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+  -- RFC 7396, section 2: objects merge recursively, null deletes, anything else replaces.
+  -- json, not jsonb: numbers stay as written and keys keep their order (kept keys, then new ones).
+  IF json_typeof(patch) IS DISTINCT FROM 'object' THEN
+    RETURN patch;
+  END IF;
+  IF json_typeof(target) IS DISTINCT FROM 'object' THEN
+    target := '{{}}';
+  END IF;
+  RETURN COALESCE((
+    SELECT json_object_agg(merged.key, merged.value ORDER BY merged.side, merged.position) FROM (
+      SELECT t.key, CASE WHEN p.key IS NULL THEN t.value ELSE {s}.workmem_merge_patch(t.value, p.value) END,
+             0, t.position
+      FROM json_each(target) WITH ORDINALITY AS t(key, value, position)
+      LEFT JOIN json_each(patch) AS p ON p.key = t.key
+      WHERE p.key IS NULL OR json_typeof(p.value) <> 'null'
+      UNION ALL
+      SELECT p.key, {s}.workmem_merge_patch(NULL, p.value), 1, p.position
+      FROM json_each(patch) WITH ORDINALITY AS p(key, value, position)
+      WHERE json_typeof(p.value) <> 'null' AND p.key NOT IN (SELECT key FROM json_each(target))
+    ) AS merged(key, value, side, position)), '{{}}');
+END
+$fn$
+"""
+
+_MERGE_DOCUMENT = """
+CREATE OR REPLACE FUNCTION {s}.workmem_merge_document(stored text, patch json) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+  doc json;
+  merged text;
+BEGIN
+  IF stored IS NULL OR stored ~ '{blank}' THEN
+    doc := '{{}}';
+  ELSE
+    BEGIN
+      doc := stored::json;
+    EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
+      RAISE EXCEPTION 'stored working memory is not JSON; merge needs a JSON object' USING ERRCODE = '{format_error}';
+    END;
+    IF json_typeof(doc) <> 'object' THEN
+      RAISE EXCEPTION 'stored working memory is a JSON %, not an object; merge needs an object', json_typeof(doc)
+        USING ERRCODE = '{format_error}';
+    END IF;
+  END IF;
+  merged := {s}.workmem_merge_patch(doc, patch)::text;
+  IF octet_length(merged) > {limit} THEN
+    RAISE EXCEPTION 'merged working memory is larger than % bytes', {limit} USING ERRCODE = '{too_large}';
+  END IF;
+  RETURN merged;
+END
+$fn$
+"""
+
+
+@functools.lru_cache(maxsize=512)
+def _pyformat(sql: str) -> str:
+    """``:name`` placeholders as psycopg's ``%(name)s`` (literal ``%`` doubled)."""
+    return PLACEHOLDER.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL >= 13 through psycopg 3 (``%(name)s`` placeholders)."""
+
+    name: ClassVar[str] = "postgres"
+    native_shallow_merge: ClassVar[bool] = True
+
+    def __init__(self, schema: str = "public") -> None:
+        super().__init__(schema)
+        self._prefix = self.resources.rpartition(".")[0]
+
+    def render(self, statement: Statement) -> tuple[str, Any]:
+        return _pyformat(statement.sql), statement.params
+
+    def json_param(self, name: str) -> str:
+        return f"CAST(:{name} AS jsonb)"
+
+    def json_select(self, column: str) -> str:
+        return f"CAST({column} AS text)"
+
+    def time_select(self, column: str) -> str:
+        return f'COALESCE("{column}Z", "{column}" AT TIME ZONE \'UTC\')'
+
+    def time_assignments(self, column: str, name: str) -> list[tuple[str, str]]:
+        stamp = f"CAST(:{name} AS timestamptz)"
+        return [(f'"{column}"', f"({stamp} AT TIME ZONE 'UTC')"), (f'"{column}Z"', stamp)]
+
+    def shallow_merge(self, old: str, new: str) -> str:
+        return f"COALESCE({old}, CAST('{{}}' AS jsonb)) || {new}"
+
+    def ddl(self) -> list[str]:
+        names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES}
+        functions = [
+            template.format(
+                **names, blank=_BLANK, format_error=FORMAT_ERROR, too_large=TOO_LARGE_ERROR, limit=MAX_TEXT_BYTES
+            )
+            for template in (_MERGE_PATCH, _MERGE_DOCUMENT)
+        ]
+        return [
+            f"SELECT pg_advisory_xact_lock({DDL_LOCK})",
+            f"CREATE SCHEMA IF NOT EXISTS {self._prefix}",
+            *(sql.format(**names) for sql in _TABLES),
+            *functions,
+        ]
+
+    def merge_statement(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> Statement:
+        merge = f"{self._prefix}.workmem_merge_document"
+        stamps = self._stamps(("updatedAt", "now"))
+        params = {"patch": dump_json(patch), "now": now}
+        if target.scope == "resource":
+            fields = [
+                ("id", ":id"),
+                ('"workingMemory"', f"{merge}(NULL, CAST(:patch AS json))"),
+                *self._stamps(("createdAt", "now"), ("updatedAt", "now")),
+            ]
+            sets = ", ".join(f"{column} = {value}" for column, value in stamps)
+            sql = (
+                f"{self._insert(self.resources, fields)} ON CONFLICT (id) DO UPDATE SET "
+                f'"workingMemory" = {merge}(t."workingMemory", CAST(:patch AS json)), {sets} '
+                'RETURNING "workingMemory"'
+            )
+            return Statement(sql, {**params, "id": target.resource_id})
+        stored = "CASE WHEN jsonb_typeof(metadata -> 'workingMemory') = 'string' THEN metadata ->> 'workingMemory' END"
+        sets = ", ".join(f"{column} = {value}" for column, value in stamps)
+        sql = (
+            f"UPDATE {self.threads} SET metadata = COALESCE(metadata, CAST('{{}}' AS jsonb)) || "
+            f"jsonb_build_object('workingMemory', {merge}({stored}, CAST(:patch AS json))), {sets} "
+            'WHERE id = :id AND (CAST(:owner AS text) IS NULL OR "resourceId" = CAST(:owner AS text)) '
+            "RETURNING metadata ->> 'workingMemory'"
+        )
+        return Statement(sql, {**params, "id": target.thread_id, "owner": target.resource_id})

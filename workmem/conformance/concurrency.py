@@ -1,0 +1,114 @@
+"""Races inside one process: owner creation and concurrent merges, each worker on its own connection."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from workmem.errors import ThreadOwnershipError
+from workmem.records import Thread
+from workmem.storage import MemoryStorage
+
+from .checks import CheckContext, check
+
+__all__ = ["MERGE_WORKERS", "OWNER_WORKERS", "race"]
+
+T = TypeVar("T")
+
+OWNER_WORKERS = 8
+MERGE_WORKERS = 16
+MERGES_PER_WORKER = 2
+
+
+def race(conns: list[MemoryStorage], work: Callable[[int, MemoryStorage], T]) -> list[T | BaseException]:
+    """Run ``work(i, conns[i])`` in one thread per connection, released together; results or exceptions."""
+    barrier = threading.Barrier(len(conns))
+    results: list[T | BaseException] = [RuntimeError("worker did not finish")] * len(conns)
+
+    def worker(index: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[index] = work(index, conns[index])
+        except BaseException as exc:
+            results[index] = exc
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(len(conns))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
+def _create(p: str) -> Callable[[int, MemoryStorage], Thread]:
+    return lambda i, storage: storage.save_thread(Thread(p + "t", f"{p}owner{i}", f"by {i}"))
+
+
+@check(
+    "owner_race", "racing creates of one thread id with different owners: one wins, the rest get ThreadOwnershipError"
+)
+def owner_race(ctx: CheckContext) -> None:
+    conns = [ctx.open() for _ in range(OWNER_WORKERS)]
+    for _ in range(ctx.profile.race_rounds):
+        p = ctx.prefix()
+        tid = p + "t"
+        results = race(conns, _create(p))
+        winners = [i for i, r in enumerate(results) if isinstance(r, Thread)]
+        others = [r for r in results if not isinstance(r, Thread | ThreadOwnershipError)]
+        assert not others, f"racing save_thread raised {others[0]!r}"
+        assert len(winners) == 1, f"{len(winners)} of {OWNER_WORKERS} racing creates with different owners succeeded"
+        winner = winners[0]
+        for reader in (ctx.storage, conns[-1 - winner]):
+            stored = reader.get_thread(tid)
+            ok = stored is not None and (stored.resource_id, stored.title) == (f"{p}owner{winner}", f"by {winner}")
+            assert ok, f"the winner was owner{winner} but the stored thread is {stored!r}"
+
+
+def _address(scope: str, rid: str, tid: str, worker: int) -> dict[str, Any]:
+    if scope == "resource":
+        return {"scope": scope, "resource_id": rid}
+    return {"scope": scope, "thread_id": tid, "resource_id": rid if worker % 2 else None}
+
+
+def _merges(scope: str, rid: str, tid: str) -> Callable[[int, MemoryStorage], None]:
+    def work(i: int, storage: MemoryStorage) -> None:
+        for j in range(MERGES_PER_WORKER):
+            storage.merge_working_memory(
+                {f"w{i}k{j}": j, "shared": {f"w{i}k{j}": True}}, **_address(scope, rid, tid, i)
+            )
+
+    return work
+
+
+def _no_lost_updates(ctx: CheckContext, scope: str) -> None:
+    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
+    for _ in range(ctx.profile.race_rounds):
+        p = ctx.prefix()
+        rid, tid = p + "r", p + "t"
+        if scope == "thread":
+            ctx.storage.save_thread(Thread(tid, rid))
+        results = race(conns, _merges(scope, rid, tid))
+        errors = [r for r in results if r is not None]
+        assert not errors, f"a concurrent merge raised {errors[0]!r}"
+        text = ctx.storage.get_working_memory(**_address(scope, rid, tid, 0))
+        doc = json.loads(text or "{}")
+        keys = {f"w{i}k{j}" for i in range(MERGE_WORKERS) for j in range(MERGES_PER_WORKER)}
+        lost = sorted(keys - set(doc))
+        lost_shared = sorted(keys - set(doc.get("shared") or {}))
+        total = MERGE_WORKERS * MERGES_PER_WORKER
+        assert not lost and not lost_shared, (
+            f"{len(lost)} of {total} concurrent {scope}-scope merges were lost"
+            f" (top level: {lost[:8]}, nested: {lost_shared[:8]})"
+        )
+
+
+@check("no_lost_updates_resource", f"{MERGE_WORKERS} connections merging distinct keys into one resource lose none")
+def no_lost_updates_resource(ctx: CheckContext) -> None:
+    _no_lost_updates(ctx, "resource")
+
+
+@check("no_lost_updates_thread", f"{MERGE_WORKERS} connections merging distinct keys into one thread lose none")
+def no_lost_updates_thread(ctx: CheckContext) -> None:
+    _no_lost_updates(ctx, "thread")

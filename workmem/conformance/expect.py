@@ -1,0 +1,130 @@
+"""Comparisons shared by the checks: JSON values, timestamps and records against the model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from workmem.records import Resource, Thread
+from workmem.timestamps import utc_now
+
+from .model import MergedJson, MResource, MThread, Window
+
+__all__ = [
+    "Outcome",
+    "assert_utc_ms",
+    "attempt",
+    "json_equal",
+    "record_mismatches",
+    "wm_matches",
+]
+
+T = TypeVar("T")
+
+
+def json_equal(expected: Any, actual: Any) -> bool:
+    """JSON equality: key order ignored, ``True`` is not ``1``, ``1`` equals ``1.0`` (JSON has one number type)."""
+    if isinstance(expected, MergedJson):
+        return isinstance(actual, str) and _parses_to(actual, expected.doc)
+    if expected is None or isinstance(expected, bool | str):
+        return type(actual) is type(expected) and actual == expected
+    if isinstance(expected, int | float):
+        return isinstance(actual, int | float) and not isinstance(actual, bool) and actual == expected
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(json_equal(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    if isinstance(expected, dict):
+        return (
+            isinstance(actual, dict)
+            and set(actual) == set(expected)
+            and all(json_equal(expected[k], actual[k]) for k in expected)
+        )
+    raise TypeError(f"not a JSON value: {expected!r}")
+
+
+def _parses_to(text: str, doc: dict[str, Any]) -> bool:
+    try:
+        return json_equal(doc, json.loads(text))
+    except ValueError:
+        return False
+
+
+def wm_matches(expected: str | MergedJson | None, actual: str | None) -> bool:
+    """Working memory: text set verbatim must match exactly, merged JSON must parse to the same object."""
+    if isinstance(expected, MergedJson):
+        return isinstance(actual, str) and _parses_to(actual, expected.doc)
+    return type(actual) is type(expected) and actual == expected
+
+
+def assert_utc_ms(value: datetime, what: str) -> None:
+    """A stored timestamp is timezone-aware UTC with whole milliseconds."""
+    assert isinstance(value, datetime), f"{what} is a {type(value).__name__}, not a datetime"
+    assert value.tzinfo is not None and value.utcoffset() is not None, f"{what} {value!r} is naive"
+    assert value.utcoffset() == UTC.utcoffset(value), f"{what} {value.isoformat()} is not in UTC"
+    assert value.microsecond % 1000 == 0, f"{what} {value.isoformat()} has sub-millisecond digits"
+
+
+def _stamp_ok(expected: datetime | Window, actual: datetime) -> bool:
+    if isinstance(expected, Window):
+        return expected.lo <= actual <= expected.hi
+    return actual == expected
+
+
+def _stamp_text(stamp: datetime | Window) -> str:
+    if isinstance(stamp, Window):
+        return f"between {stamp.lo.isoformat()} and {stamp.hi.isoformat()} (the clock around the call)"
+    return stamp.isoformat()
+
+
+def record_mismatches(expected: MResource | MThread, actual: Resource | Thread) -> list[str]:
+    """How ``actual`` differs from the model's record (empty when it matches)."""
+    problems: list[str] = []
+    fields: list[tuple[str, Any, Any, Callable[[Any, Any], bool]]] = [("id", expected.id, actual.id, json_equal)]
+    if isinstance(expected, MResource):
+        assert isinstance(actual, Resource)
+        fields.append(("working_memory", expected.working_memory, actual.working_memory, wm_matches))
+    else:
+        assert isinstance(actual, Thread)
+        fields.append(("resource_id", expected.resource_id, actual.resource_id, json_equal))
+        fields.append(("title", expected.title, actual.title, json_equal))
+    fields.append(("metadata", expected.metadata, actual.metadata, json_equal))
+    for name, want, got, same in fields:
+        if not same(want, got):
+            problems.append(f"{name}: expected {want!r}, got {got!r}")
+    for name in ("created_at", "updated_at"):
+        got_stamp = getattr(actual, name)
+        assert_utc_ms(got_stamp, name)
+        want_stamp = getattr(expected, name)
+        if not _stamp_ok(want_stamp, got_stamp):
+            problems.append(f"{name}: expected {_stamp_text(want_stamp)}, got {got_stamp.isoformat()}")
+    return problems
+
+
+class Outcome:
+    """What one call did: a value or an exception."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: Any = None, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"raised {type(self.error).__name__}: {self.error}"
+        return f"returned {self.value!r}"
+
+
+def attempt(call: Callable[[], T]) -> tuple[Outcome, Window]:
+    """Run ``call``; return its result or exception, and the clock window around it."""
+    lo = utc_now()
+    try:
+        outcome = Outcome(call())
+    except Exception as exc:
+        outcome = Outcome(error=exc)
+    return outcome, Window(lo, utc_now())

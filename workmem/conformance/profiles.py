@@ -1,0 +1,85 @@
+"""How hard the conformance suite tries: the ``quick``, ``ci`` and ``thorough`` profiles.
+
+A profile sets the Hypothesis example and step counts and how many rounds the
+concurrency checks race. ``ci`` is derandomized so a CI run is reproducible and
+sized so the whole suite stays under a minute against an in-process backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hypothesis import settings
+
+__all__ = ["PROFILES", "Profile", "get_profile", "shrink_budget"]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Sizes for one run of the suite."""
+
+    name: str
+    """``quick``, ``ci`` or ``thorough``."""
+    max_examples: int
+    """Hypothesis examples per property check."""
+    stateful_examples: int
+    """Hypothesis examples (random operation sequences) of the state machine."""
+    stateful_steps: int
+    """Operations per state-machine example."""
+    race_rounds: int
+    """Repetitions of each concurrency race."""
+    derandomize: bool
+    """Whether Hypothesis runs a fixed, reproducible sequence of examples."""
+    shrink_seconds: int
+    """How long Hypothesis may shrink one failure (a remote backend makes each try slow)."""
+
+    def settings(self, *, max_examples: int | None = None, steps: int | None = None) -> settings:
+        """Hypothesis settings of this profile; no example database, no deadline (remote backends are slow)."""
+        from hypothesis import HealthCheck, Phase, settings
+
+        return settings(
+            max_examples=self.max_examples if max_examples is None else max_examples,
+            stateful_step_count=self.stateful_steps if steps is None else steps,
+            derandomize=self.derandomize,
+            deadline=None,
+            database=None,
+            print_blob=False,
+            phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+            report_multiple_bugs=False,
+        )
+
+
+PROFILES: dict[str, Profile] = {
+    "quick": Profile("quick", 8, 10, 15, race_rounds=1, derandomize=False, shrink_seconds=10),
+    "ci": Profile("ci", 25, 40, 30, race_rounds=3, derandomize=True, shrink_seconds=30),
+    "thorough": Profile("thorough", 200, 300, 60, race_rounds=10, derandomize=False, shrink_seconds=120),
+}
+"""name -> profile; the positional numbers are max_examples, stateful_examples, stateful_steps."""
+
+
+@contextmanager
+def shrink_budget(seconds: int) -> Iterator[None]:
+    """Limit Hypothesis's shrinking time (a module constant Hypothesis documents as monkeypatchable)."""
+    from hypothesis.internal.conjecture import engine
+
+    saved = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = saved
+
+
+def get_profile(name: str | Profile) -> Profile:
+    """The profile called ``name``; ``ValueError`` naming the choices otherwise."""
+    if isinstance(name, Profile):
+        return name
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}") from None

@@ -1,0 +1,138 @@
+"""Running the checks against one target and collecting a :class:`~workmem.conformance.report.Report`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+
+import workmem
+from workmem.timestamps import to_iso
+
+from .checks import Check, CheckContext, CheckSkipped, all_checks, get_check
+from .profiles import Profile, get_profile, shrink_budget
+from .report import CheckResult, Report, Status
+from .target import Target, TargetLike
+
+__all__ = ["describe_failure", "run", "run_check"]
+
+MAX_REASON = 8000
+
+Progress = Callable[[Check, CheckResult | None], None]
+"""Called with ``(check, None)`` when a check starts and ``(check, result)`` when it ends."""
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The exception, its notes (Hypothesis puts the falsifying example there) and any sub-exceptions."""
+    lines = [f"{type(exc).__name__}: {exc}".rstrip()]
+    lines += [str(n) for n in getattr(exc, "__notes__", ())]
+    if isinstance(exc, BaseExceptionGroup):
+        for index, sub in enumerate(exc.exceptions, 1):
+            lines.append(f"[{index}] " + describe_failure(sub))
+    elif exc.__cause__ is not None and not isinstance(exc, AssertionError):
+        lines.append(f"caused by {type(exc.__cause__).__name__}: {exc.__cause__}")
+    text = "\n".join(lines)
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 20] + "\n... (truncated)"
+
+
+def _execute(check: Check, target: Target, profile: Profile, xfail: str | None) -> CheckResult:
+    started = time.perf_counter()
+    status: Status
+    ctx = CheckContext(target, profile)
+    try:
+        if check.capability is not None and not getattr(ctx.capabilities, check.capability):
+            status, reason = "skipped", f"the adapter does not declare capabilities.{check.capability}"
+        else:
+            with shrink_budget(profile.shrink_seconds):
+                check.func(ctx)
+            status, reason = "passed", None
+    except CheckSkipped as exc:
+        if check.required:
+            status, reason = "failed", f"a required check cannot be skipped: {exc}"
+        else:
+            status, reason = "skipped", str(exc)
+    except Exception as exc:
+        status, reason = "failed", describe_failure(exc)
+    finally:
+        target.close_all()
+    if xfail is not None:
+        if status == "failed":
+            status, reason = "xfailed", f"{xfail} [failure: {(reason or '').splitlines()[0]}]"
+        elif status == "passed":
+            reason = f"declared xfail ({xfail}) but passed"
+    return CheckResult(
+        check.name,
+        check.title,
+        check.required,
+        status,
+        None if reason is None else target.mask(reason),
+        round(time.perf_counter() - started, 3),
+    )
+
+
+def _check_xfail(xfail: Mapping[str, str] | None, names: Iterable[str]) -> dict[str, str]:
+    xfail = dict(xfail or {})
+    known = set(names)
+    for name, reason in xfail.items():
+        if name not in known:
+            raise ValueError(f"xfail names an unknown check {name!r}")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"xfail of {name!r} needs a reason")
+    return xfail
+
+
+def run_check(
+    check: Check | str, target: TargetLike, *, profile: str | Profile = "ci", xfail: str | None = None
+) -> CheckResult:
+    """Run one check against a fresh :class:`Target` (what each pytest test does)."""
+    check = get_check(check) if isinstance(check, str) else check
+    profile = get_profile(profile)
+    return _execute(check, Target(target), profile, xfail)
+
+
+def run(
+    target: TargetLike,
+    *,
+    profile: str | Profile = "ci",
+    xfail: Mapping[str, str] | None = None,
+    only: Iterable[str] | None = None,
+    progress: Progress | None = None,
+) -> Report:
+    """Run the conformance suite against ``target`` (a URL, or a factory of new connections).
+
+    ``xfail`` maps check names to the reason they are expected to fail;
+    ``only`` restricts the run to some checks; ``progress`` is told when each
+    check starts and ends. Connection failures raise before any check runs.
+    """
+    chosen = get_profile(profile)
+    checks = all_checks()
+    xfails = _check_xfail(xfail, (c.name for c in checks))
+    if only is not None:
+        wanted = set(only)
+        unknown = wanted - {c.name for c in checks}
+        if unknown:
+            raise ValueError(f"unknown checks: {', '.join(sorted(unknown))}")
+        checks = [c for c in checks if c.name in wanted]
+    target_obj = Target(target)
+    started_at = datetime.now(UTC)
+    started = time.perf_counter()
+    cls = type(target_obj.open())
+    target_obj.close_all()
+    results: list[CheckResult] = []
+    for one in checks:
+        if progress is not None:
+            progress(one, None)
+        result = _execute(one, target_obj, chosen, xfails.get(one.name))
+        results.append(result)
+        if progress is not None:
+            progress(one, result)
+    return Report(
+        workmem_version=workmem.__version__,
+        backend=target_obj.scheme or cls.__module__.rsplit(".", 1)[-1],
+        adapter=f"{cls.__module__}:{cls.__qualname__}",
+        url=target_obj.masked_url,
+        profile=chosen.name,
+        started_at=to_iso(started_at),
+        duration_s=round(time.perf_counter() - started, 3),
+        checks=results,
+    )

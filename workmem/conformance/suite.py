@@ -1,0 +1,116 @@
+"""``ConformanceTests``: the pytest face of the suite, one collected test per check.
+
+Subclass it in a test module and override the ``workmem_target`` fixture to
+return a URL or a factory of connections to a fresh namespace::
+
+    class TestMyBackend(ConformanceTests):
+        xfail = {"cross_process_atomic": "the demo server runs one process"}
+
+        @pytest.fixture
+        def workmem_target(self) -> str:
+            return "mybackend://localhost/test"
+
+A subclass may not replace a standard check: the only way to deviate is an
+entry in ``xfail`` naming the check and the reason. Defining a method with a
+check's test name raises ``TypeError`` when the class is created, and the
+pytest plugin fails collection if one is swapped in afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import pytest
+
+from .checks import Check, all_checks
+from .runner import run_check
+from .target import TargetLike
+
+__all__ = ["ConformanceTests", "configured_url", "method_name", "overridden_checks"]
+
+URL_OPTION = "--workmem-url"
+PROFILE_OPTION = "--workmem-profile"
+URL_ENV = "WORKMEM_URL"
+CHECK_ATTR = "__workmem_check__"
+
+
+def method_name(check: Check) -> str:
+    return f"test_{check.name}"
+
+
+def configured_url(config: pytest.Config) -> str | None:
+    """The URL given with ``--workmem-url`` or ``WORKMEM_URL``, if any."""
+    url = config.getoption("workmem_url", default=None) or os.environ.get(URL_ENV)
+    return url or None
+
+
+def _make_test(check: Check) -> Callable[..., None]:
+    def test(self: ConformanceTests, workmem_target: TargetLike, request: pytest.FixtureRequest) -> None:
+        profile = type(self).workmem_profile or request.config.getoption("workmem_profile", default=None) or "ci"
+        result = run_check(check, workmem_target, profile=profile, xfail=type(self).xfail.get(check.name))
+        if result.status == "failed":
+            pytest.fail(result.reason or "failed", pytrace=False)
+        elif result.status == "skipped":
+            pytest.skip(result.reason or "skipped")
+        elif result.status == "xfailed":
+            pytest.xfail(result.reason or "xfailed")
+
+    test.__name__ = test.__qualname__ = method_name(check)
+    test.__doc__ = check.title
+    setattr(test, CHECK_ATTR, check.name)
+    return test
+
+
+class ConformanceTests:
+    """Base class of a backend's conformance test class (not collected itself: no ``Test`` prefix)."""
+
+    __workmem_conformance__: ClassVar[bool] = True
+
+    xfail: ClassVar[Mapping[str, str]] = {}
+    """Checks this backend is expected to fail, each with the reason; the only allowed deviation."""
+
+    workmem_profile: ClassVar[str | None] = None
+    """Profile for this class; else ``--workmem-profile``; else ``ci``."""
+
+    @pytest.fixture
+    def workmem_target(self, request: pytest.FixtureRequest) -> TargetLike:
+        """Override: return a URL or a factory of connections to a fresh namespace."""
+        url = configured_url(request.config)
+        if url is None:
+            pytest.fail(
+                f"override the workmem_target fixture of {type(self).__name__} or pass {URL_OPTION}", pytrace=False
+            )
+        return url
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        standard = {method_name(c): c.name for c in all_checks()}
+        overridden = sorted(name for name in vars(cls) if name in standard)
+        if overridden:
+            raise TypeError(
+                f"{cls.__qualname__} overrides the standard conformance check(s) {', '.join(overridden)}; "
+                "standard checks cannot be replaced: declare them in xfail = {'check_name': 'reason'} instead"
+            )
+        names = set(standard.values())
+        for name, reason in dict(cls.xfail).items():
+            if name not in names:
+                raise TypeError(f"{cls.__qualname__}.xfail names an unknown check {name!r}")
+            if not isinstance(reason, str) or not reason.strip():
+                raise TypeError(f"{cls.__qualname__}.xfail[{name!r}] needs a reason")
+
+
+def overridden_checks(cls: type) -> list[str]:
+    """Standard check tests of ``cls`` that are not the suite's own functions (for the plugin)."""
+    bad = []
+    for check in all_checks():
+        func = getattr(cls, method_name(check), None)
+        if getattr(func, CHECK_ATTR, None) != check.name:
+            bad.append(method_name(check))
+    return bad
+
+
+for _check in all_checks():
+    setattr(ConformanceTests, method_name(_check), _make_test(_check))
+del _check

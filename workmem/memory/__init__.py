@@ -1,0 +1,31 @@
+"""The working-memory layer: :class:`Memory` and what it is built from.
+
+``Memory`` wraps any :class:`~workmem.storage.MemoryStorage` (or a URL) and
+gives an agent its working memory: threads, the stored memory in a Markdown
+template or a JSON schema, the ``updateWorkingMemory`` tool and the system
+message that shows the memory to the model.
+"""
+
+from __future__ import annotations
+
+from workmem.memory.agents import sub_agent_resource_id
+from workmem.memory.memory import Memory, ToolResult
+from workmem.memory.prompt import DATA_TAG, MEMORY_MESSAGE_NAME, escape_data, is_memory_message
+from workmem.memory.schema import WorkingMemorySchema
+from workmem.memory.templates import DEFAULT_TEMPLATE
+from workmem.memory.tool import TOOL_NAME, to_anthropic_tool, to_openai_tool
+
+__all__ = [
+    "DATA_TAG",
+    "DEFAULT_TEMPLATE",
+    "MEMORY_MESSAGE_NAME",
+    "TOOL_NAME",
+    "Memory",
+    "ToolResult",
+    "WorkingMemorySchema",
+    "escape_data",
+    "is_memory_message",
+    "sub_agent_resource_id",
+    "to_anthropic_tool",
+    "to_openai_tool",
+]

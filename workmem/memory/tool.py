@@ -1,0 +1,124 @@
+"""The ``updateWorkingMemory`` tool: its definition in the common tool-calling shapes, and its arguments.
+
+``tool_definition`` builds the neutral shape ``{"name", "description",
+"parameters"}`` (``parameters`` is a JSON Schema); :func:`to_openai_tool` and
+:func:`to_anthropic_tool` convert it to what the OpenAI-compatible and Anthropic
+APIs take.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from workmem.errors import ValidationError
+from workmem.memory.schema import WorkingMemorySchema
+
+__all__ = [
+    "TOOL_NAME",
+    "ToolArgumentError",
+    "ToolFormat",
+    "format_tool",
+    "parse_tool_arguments",
+    "to_anthropic_tool",
+    "to_openai_tool",
+    "tool_definition",
+]
+
+TOOL_NAME = "updateWorkingMemory"
+
+ToolFormat = Literal["neutral", "openai", "anthropic"]
+
+TEMPLATE_DESCRIPTION = (
+    "Update the working memory. Send the WHOLE working memory as Markdown text following the template: "
+    "it replaces what is stored, so anything left out is lost. Pass a string, never an object."
+)
+SCHEMA_DESCRIPTION = (
+    "Update the working memory. Send only what changed, as a JSON object: it is merged into what is stored "
+    "(objects merge key by key, recursively). Set a field to null to remove it. An array replaces the stored "
+    "array whole, so send the complete list."
+)
+
+
+class ToolArgumentError(ValidationError):
+    """The model's tool arguments were unusable; the message is written for the model to read."""
+
+
+def tool_definition(schema: WorkingMemorySchema | None) -> dict[str, Any]:
+    """The neutral tool definition: template mode when ``schema`` is ``None``, schema mode otherwise."""
+    if schema is None:
+        memory: dict[str, Any] = {
+            "type": "string",
+            "description": "The whole working memory as Markdown, following the template.",
+        }
+        defs: dict[str, Any] = {}
+        description = TEMPLATE_DESCRIPTION
+    else:
+        memory = copy.deepcopy(schema.patch)
+        memory.pop("$schema", None)
+        memory.pop("$id", None)
+        # $ref pointers are resolved against the root of "parameters": hoist the definitions there.
+        defs = {key: memory.pop(key) for key in ("$defs", "definitions") if key in memory}
+        memory["description"] = (
+            "The changes to merge into the working memory: only the fields that changed; null removes a field; "
+            "arrays are replaced whole."
+        )
+        description = SCHEMA_DESCRIPTION
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"memory": memory},
+        "required": ["memory"],
+        "additionalProperties": False,
+        **defs,
+    }
+    return {"name": TOOL_NAME, "description": description, "parameters": parameters}
+
+
+def to_openai_tool(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"type": "function", "function": {...}}``, the shape of OpenAI-compatible chat APIs."""
+    return {"type": "function", "function": copy.deepcopy(dict(definition))}
+
+
+def to_anthropic_tool(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"name", "description", "input_schema"}``, the shape of Anthropic's Messages API."""
+    return {
+        "name": definition["name"],
+        "description": definition["description"],
+        "input_schema": copy.deepcopy(definition["parameters"]),
+    }
+
+
+def format_tool(definition: dict[str, Any], format: ToolFormat) -> dict[str, Any]:
+    """``definition`` in the named shape."""
+    if format == "neutral":
+        return definition
+    if format == "openai":
+        return to_openai_tool(definition)
+    if format == "anthropic":
+        return to_anthropic_tool(definition)
+    raise ValueError(f"format must be 'neutral', 'openai' or 'anthropic', not {format!r}")
+
+
+def parse_tool_arguments(arguments: object) -> object:
+    """The ``memory`` value from tool arguments given as a dict or a JSON string.
+
+    Raises :class:`ToolArgumentError` (a message for the model) when the
+    arguments are not a JSON object holding exactly the key ``memory``.
+    """
+    if isinstance(arguments, (str, bytes, bytearray)):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolArgumentError(f'the arguments are not valid JSON ({exc}); send {{"memory": ...}}') from None
+    if not isinstance(arguments, Mapping):
+        raise ToolArgumentError(
+            f'the arguments must be a JSON object like {{"memory": ...}}, not a {type(arguments).__name__}'
+        )
+    if "memory" not in arguments:
+        raise ToolArgumentError("the arguments have no 'memory' field; send {\"memory\": ...}")
+    extra = sorted(str(key) for key in arguments if key != "memory")
+    if extra:
+        raise ToolArgumentError(f"unexpected argument(s) {', '.join(extra)}; send only the 'memory' field")
+    return arguments["memory"]
