@@ -8,11 +8,11 @@ import pytest
 
 from workmem import UNSET, Resource, Thread, ValidationError
 from workmem.adapters.sql import Statement, identifier
-from workmem.adapters.sql.changes import merge_document, updated_resource
 from workmem.adapters.sql.dialect import placeholder_names
 from workmem.adapters.sql.postgres import PostgresDialect
 from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row
 from workmem.adapters.sql.sqlite import SQLiteDialect
+from workmem.changes import merge_document, updated_resource
 from workmem.storage import ScopeTarget, check_list_args
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)

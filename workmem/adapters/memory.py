@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
+from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError
-from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
-    WORKING_MEMORY_KEY,
     Capabilities,
     MemoryStorage,
     check_list_args,
@@ -28,7 +27,7 @@ from workmem.storage import (
     thread_working_memory,
 )
 from workmem.timestamps import utc_now
-from workmem.validation import dump_json, validate_id, validate_json_object
+from workmem.validation import validate_id, validate_json_object
 
 __all__ = ["InMemoryStorage"]
 
@@ -97,24 +96,8 @@ class InMemoryStorage(MemoryStorage):
     def _update_resource_locked(
         self, resource_id: str, working_memory: str | Unset | None, metadata: dict[str, Any] | Unset | None
     ) -> Resource:
-        now = utc_now()
         old = self._store.resources.get(resource_id)
-        if old is None:
-            new = Resource(
-                resource_id,
-                None if working_memory is UNSET else working_memory,
-                None if metadata is UNSET else metadata,
-                now,
-                now,
-            )
-        else:
-            merged = old.metadata if metadata is UNSET or metadata is None else {**(old.metadata or {}), **metadata}
-            new = dataclasses.replace(
-                old,
-                working_memory=old.working_memory if working_memory is UNSET else working_memory,
-                metadata=merged,
-                updated_at=now,
-            )
+        new = updated_resource(old, resource_id, working_memory, metadata, utc_now())
         self._store.resources[resource_id] = new
         return new
 
@@ -157,13 +140,7 @@ class InMemoryStorage(MemoryStorage):
             old = self._store.threads.get(thread_id)
             if old is None:
                 raise ThreadNotFoundError(thread_id)
-            merged = old.metadata if metadata is UNSET or metadata is None else {**(old.metadata or {}), **metadata}
-            new = dataclasses.replace(
-                old,
-                title=old.title if title is UNSET else title,
-                metadata=merged,
-                updated_at=utc_now(),
-            )
+            new = updated_thread(old, title, metadata, utc_now())
             self._store.threads[thread_id] = new
             return new
 
@@ -204,21 +181,17 @@ class InMemoryStorage(MemoryStorage):
             if target.scope == "resource":
                 assert target.resource_id is not None
                 resource = self._store.resources.get(target.resource_id)
-                merged = apply_merge_patch(parse_json_object(resource.working_memory if resource else None), patch)
-                text = dump_json(validate_json_object(merged, "merged working memory"))
+                merged, text = merge_document(resource.working_memory if resource else None, patch)
                 self._update_resource_locked(target.resource_id, text, UNSET)
-                return merged  # type: ignore[no-any-return]
+                return merged
             assert target.thread_id is not None
             thread = self._store.threads.get(target.thread_id)
             if thread is None:
                 raise ThreadNotFoundError(target.thread_id)
             check_owner(thread, target.resource_id)
-            merged = apply_merge_patch(parse_json_object(thread_working_memory(thread.metadata)), patch)
-            text = dump_json(validate_json_object(merged, "merged working memory"))
-            self._store.threads[thread.id] = dataclasses.replace(
-                thread, metadata={**(thread.metadata or {}), WORKING_MEMORY_KEY: text}, updated_at=utc_now()
-            )
-            return merged  # type: ignore[no-any-return]
+            merged, text = merge_document(thread_working_memory(thread.metadata), patch)
+            self._store.threads[thread.id] = with_thread_memory(thread, text, utc_now())
+            return merged
 
     def close(self) -> None:
         pass

@@ -57,9 +57,9 @@ from workmem.adapters.mongodb_documents import (
     thread_from_document,
     thread_insert_fields,
 )
+from workmem.changes import merge_document
 from workmem.drivers import import_driver
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
-from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     WORKING_MEMORY_KEY,
@@ -394,8 +394,7 @@ class MongoStorage(MemoryStorage):
         for _ in self._attempts("merge_working_memory"):
             old = self._resources.find_one({"id": resource_id})
             stored = None if old is None else resource_working_memory(old.get("workingMemory"))
-            merged: Document = apply_merge_patch(parse_json_object(stored), patch)
-            text = dump_json(validate_json_object(merged, "merged working memory"))
+            merged, text = merge_document(stored, patch)
             now = utc_now()
             if old is None:
                 fields = {"workingMemory": text, "metadata": None, "createdAt": now, "updatedAt": now, REV: 1}
@@ -415,8 +414,7 @@ class MongoStorage(MemoryStorage):
             if owner is not None and old.get("resourceId") != owner:
                 raise ThreadOwnershipError(thread_id, owner)
             metadata = raw_metadata(old.get("metadata"))
-            merged: Document = apply_merge_patch(parse_json_object(thread_working_memory(metadata)), patch)
-            text = dump_json(validate_json_object(merged, "merged working memory"))
+            merged, text = merge_document(thread_working_memory(metadata), patch)
             changes: Document = {"updatedAt": utc_now(), REV: next_rev(old)}
             if is_native_metadata(old.get("metadata")):
                 changes[f"metadata.{WORKING_MEMORY_KEY}"] = text  # a fixed path; other keys stay untouched

@@ -10,7 +10,7 @@ every dialect. ``update_*`` and ``merge_working_memory`` are one statement
 where the dialect can express them (:attr:`Dialect.native_shallow_merge`,
 :meth:`Dialect.merge_statement`), otherwise a transaction that locks what it
 reads (the row, or the whole database for SQLite) before computing the new
-record with :mod:`workmem.adapters.sql.changes`.
+record with :mod:`workmem.changes`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
+from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
@@ -37,7 +38,6 @@ from workmem.timestamps import utc_now
 from workmem.urls import mask_secrets
 from workmem.validation import validate_id, validate_json_object
 
-from .changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from .dialect import Dialect, Statement
 from .rows import load_json, resource_from_row, thread_from_row
 

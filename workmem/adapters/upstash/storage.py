@@ -12,11 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
+from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
-from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
-    WORKING_MEMORY_KEY,
     Capabilities,
     MemoryStorage,
     check_list_args,
@@ -27,7 +26,7 @@ from workmem.storage import (
     thread_working_memory,
 )
 from workmem.timestamps import utc_now
-from workmem.validation import dump_json, validate_id, validate_json_object
+from workmem.validation import validate_id, validate_json_object
 
 from .connection import RestClient, UpstashSettings
 from .documents import decode_resource, decode_thread, encode_resource, encode_thread, epoch_ms
@@ -70,10 +69,6 @@ class _Done(Generic[T]):
 
 
 _Plan = Callable[[str | None], "_Write[T] | _Done[T]"]
-
-
-def _merged_metadata(old: dict[str, Any] | None, new: dict[str, Any] | Unset | None) -> dict[str, Any] | None:
-    return old if new is UNSET or new is None else {**(old or {}), **new}
 
 
 class UpstashStorage(MemoryStorage):
@@ -160,19 +155,8 @@ class UpstashStorage(MemoryStorage):
         key = self.keys.resource(resource_id)
 
         def plan(current: str | None) -> _Write[Resource]:
-            now = utc_now()
-            if current is None:
-                memory = None if new_memory is UNSET else new_memory
-                meta = None if new_metadata is UNSET else new_metadata
-                created = Resource(resource_id, memory, meta, now, now)
-                return _Write(encode_resource(created), created)
-            old, raw = decode_resource(current, key, resource_id)
-            new = dataclasses.replace(
-                old,
-                working_memory=old.working_memory if new_memory is UNSET else new_memory,
-                metadata=_merged_metadata(old.metadata, new_metadata),
-                updated_at=now,
-            )
+            old, raw = (None, None) if current is None else decode_resource(current, key, resource_id)
+            new = updated_resource(old, resource_id, new_memory, new_metadata, utc_now())
             return _Write(encode_resource(new, raw), new)
 
         return self._cas(key, plan)
@@ -221,12 +205,7 @@ class UpstashStorage(MemoryStorage):
             if current is None:
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key)
-            new = dataclasses.replace(
-                old,
-                title=old.title if new_title is UNSET else new_title,
-                metadata=_merged_metadata(old.metadata, new_metadata),
-                updated_at=utc_now(),
-            )
+            new = updated_thread(old, new_title, new_metadata, utc_now())
             return _Write(encode_thread(new, raw), new, new)
 
         return self._cas(key, plan)
@@ -281,23 +260,15 @@ class UpstashStorage(MemoryStorage):
         target = check_scope(scope, resource_id, thread_id)
         valid_patch = validate_json_object(patch, "patch")
 
-        def merged_text(stored: str | None) -> tuple[dict[str, Any], str]:
-            merged = apply_merge_patch(parse_json_object(stored), valid_patch)
-            return merged, dump_json(validate_json_object(merged, "merged working memory"))
-
         if target.scope == "resource":
             assert target.resource_id is not None
             owner = target.resource_id
             key = self.keys.resource(owner)
 
             def plan_resource(current: str | None) -> _Write[dict[str, Any]]:
-                now = utc_now()
-                if current is None:
-                    merged, text = merged_text(None)
-                    return _Write(encode_resource(Resource(owner, text, None, now, now)), merged)
-                old, raw = decode_resource(current, key, owner)
-                merged, text = merged_text(old.working_memory)
-                new = dataclasses.replace(old, working_memory=text, updated_at=now)
+                old, raw = (None, None) if current is None else decode_resource(current, key, owner)
+                merged, text = merge_document(old.working_memory if old else None, valid_patch)
+                new = updated_resource(old, owner, text, UNSET, utc_now())
                 return _Write(encode_resource(new, raw), merged)
 
             return self._cas(key, plan_resource)
@@ -310,10 +281,8 @@ class UpstashStorage(MemoryStorage):
                 raise ThreadNotFoundError(str(target.thread_id))
             old, raw = decode_thread(current, key)
             check_owner(old, target.resource_id)
-            merged, text = merged_text(thread_working_memory(old.metadata))
-            new = dataclasses.replace(
-                old, metadata={**(old.metadata or {}), WORKING_MEMORY_KEY: text}, updated_at=utc_now()
-            )
+            merged, text = merge_document(thread_working_memory(old.metadata), valid_patch)
+            new = with_thread_memory(old, text, utc_now())
             return _Write(encode_thread(new, raw), merged, new)
 
         return self._cas(key, plan_thread)

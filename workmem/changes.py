@@ -1,7 +1,9 @@
 """The new record an update or merge produces from the old one (no I/O).
 
-Used by the read-modify-write transactions of dialects that cannot do an
-update in one statement; the rules are the contract's (``workmem.storage``).
+The contract's update rules (``workmem.storage``) in one place, shared by every
+adapter that computes a change in Python: the reference adapter, the
+read-modify-write transactions of SQL dialects, and the compare-and-swap loops
+of MongoDB and Upstash.
 """
 
 from __future__ import annotations
