@@ -1,0 +1,1 @@
+"""workmem benchmark harness: ``python -m bench --help``."""

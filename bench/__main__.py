@@ -1,0 +1,163 @@
+"""``python -m bench [--backend NAME ...] [--quick] [--out DIR]``: benchmark workmem's adapters.
+
+For every backend reachable here (others are skipped with the reason): the
+latency of six operations next to the raw driver floor measured in the same
+run, round trips per operation, scaling with threads per resource and with
+resources, and concurrent merges (ops/s, lost updates). Prints tables, writes
+``<timestamp>-<host>.json`` and three PNG plots into ``bench/results/`` (or
+``--out``). Targets are reported as PASS/MISS, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import workmem
+from bench.backends import ALL_BACKENDS, Unavailable, open_namespace
+from bench.floors import open_floor
+from bench.loaders import loader_for
+from bench.plots import draw_plots
+from bench.report import evaluate_targets, format_report, write_json
+from bench.workloads import (
+    Settings,
+    concurrency,
+    latency,
+    prepare,
+    resource_scaling,
+    round_trips,
+    thread_scaling,
+)
+
+__all__ = ["main", "run"]
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _section(result: dict[str, Any], backend: str, name: str, work: Callable[[], Any]) -> Any:
+    """Run one section; its failure is recorded (and printed) without stopping the others."""
+    began = time.monotonic()
+    _log(f"[{backend}] {name} ...")
+    try:
+        value = work()
+    except Exception as exc:
+        value = None
+        result["errors"][name] = f"{type(exc).__name__}: {exc}"
+        _log(f"[{backend}] {name} FAILED: {type(exc).__name__}: {exc}")
+    else:
+        if value is not None:
+            result[name] = value
+    result["seconds"][name] = round(time.monotonic() - began, 1)
+    _log(f"[{backend}] {name} done in {result['seconds'][name]} s")
+    return value
+
+
+def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
+    """Every section on one backend, in a fresh namespace that is removed afterwards."""
+    result: dict[str, Any] = {"status": "ok", "reason": None, "errors": {}, "seconds": {}}
+    began = time.monotonic()
+    try:
+        with open_namespace(backend) as ns:
+            result["url"] = ns.masked_url
+            with ns.connect() as storage:
+                floor = open_floor(ns)
+                result["floor"] = None if floor is None else floor.description
+                loader, note = loader_for(ns, storage)
+                result["loader"] = loader.name + (f" ({note})" if note else "")
+                if note:
+                    _log(f"[{backend}] {note}")
+                try:
+                    fixture = _section(result, backend, "prepare", lambda: prepare(loader))
+                    result.pop("prepare", None)
+                    if fixture is not None:
+                        _section(result, backend, "latency", lambda: latency(storage, floor, fixture, settings))
+                        _section(result, backend, "round_trips", lambda: round_trips(ns, fixture) or None)
+                    _section(result, backend, "concurrency", lambda: concurrency(ns, storage, settings))
+                    _section(
+                        result, backend, "thread_scaling", lambda: thread_scaling(storage, loader, ns, settings, floor)
+                    )
+                    _section(
+                        result, backend, "resource_scaling", lambda: resource_scaling(storage, loader, ns, settings)
+                    )
+                finally:
+                    loader.close()
+                    if floor is not None:
+                        floor.close()
+    except Unavailable as exc:
+        result.update(status="skipped", reason=str(exc))
+        _log(f"[{backend}] skipped: {exc}")
+    except Exception as exc:
+        result.update(status="error", reason=f"{type(exc).__name__}: {exc}")
+        _log(f"[{backend}] ERROR: {type(exc).__name__}: {exc}")
+    result["seconds"]["total"] = round(time.monotonic() - began, 1)
+    if result["status"] == "ok":
+        result["targets"] = evaluate_targets(backend, result)
+    return result
+
+
+def run(backends: list[str], settings: Settings, command: str) -> dict[str, Any]:
+    """Benchmark ``backends``; the JSON-ready results."""
+    started = datetime.now(UTC)
+    began = time.monotonic()
+    results: dict[str, Any] = {
+        "meta": {
+            "started_at": started.isoformat(timespec="seconds"),
+            "host": socket.gethostname(),
+            "command": command,
+            "quick": settings.quick,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+            "workmem_version": getattr(workmem, "__version__", None),
+        },
+        "backends": {},
+    }
+    for backend in backends:
+        results["backends"][backend] = run_backend(backend, settings)
+    results["meta"]["duration_s"] = round(time.monotonic() - began, 1)
+    results["meta"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--backend",
+        action="append",
+        choices=ALL_BACKENDS,
+        help="benchmark only this backend (repeatable; default: every backend reachable here)",
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes and few samples (about a minute)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"directory for JSON and PNGs ({RESULTS_DIR})")
+    args = parser.parse_args(argv)
+    backends = list(dict.fromkeys(args.backend or ALL_BACKENDS))
+    command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    results = run(backends, Settings.default(args.quick), command.strip())
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = args.out / f"{stamp}-{results['meta']['host']}.json"
+    write_json(results, path)
+    plots = draw_plots(results, path.with_suffix(""))
+    print(format_report(results))
+    print()
+    print(f"JSON:  {path}")
+    for plot in plots:
+        print(f"plot:  {plot}")
+    print(f"took {results['meta']['duration_s']} s; command: {results['meta']['command']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Raw driver floors: the cheapest hand-written driver call doing what each workmem operation does.
+
+Each floor talks to the same server and namespace as the adapter, in the same
+run, with the same connection settings, so ``adapter / floor`` is the price of
+workmem itself (validation, statement building, row mapping, pooling):
+
+* PostgreSQL -- psycopg 3 through a ``psycopg_pool`` pool like the adapter's
+  (autocommit, same sizes), prepared statements: a primary-key ``SELECT`` of
+  a thread / resource, one ``UPDATE`` of a thread's title, and the page query
+  of 20 threads (without the total count the adapter adds);
+* libSQL -- a raw ``libsql`` connection (``isolation_level=None``, like the
+  adapter's) doing the same statements;
+* Upstash -- one raw ``upstash-redis`` command through the same bridge:
+  ``GET`` of a document, ``SET`` of a scratch key, ``ZRANGE ... REV`` of 20 ids;
+* MongoDB -- ``find_one({"id": ...})``, ``update_one``, ``find().sort().limit(20)``;
+* Oracle -- a cursor ``SELECT`` / ``UPDATE`` by primary key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from bench.backends import Namespace
+
+__all__ = ["Floor", "open_floor"]
+
+_THREAD_COLUMNS = 'id, "resourceId", title, metadata, "createdAt", "updatedAt"'
+_RESOURCE_COLUMNS = 'id, "workingMemory", metadata, "createdAt", "updatedAt"'
+
+
+class Floor(ABC):
+    """Raw driver calls on one namespace."""
+
+    description: str = ""
+
+    @abstractmethod
+    def read_thread(self, thread_id: str) -> object: ...
+
+    @abstractmethod
+    def read_resource(self, resource_id: str) -> object: ...
+
+    @abstractmethod
+    def write_thread(self, thread_id: str, title: str) -> object: ...
+
+    @abstractmethod
+    def list_page(self, resource_id: str) -> object: ...
+
+    def statement(self, sql: str, params: Any) -> object | None:
+        """Run an already rendered statement (the adapter's own SQL) raw; ``None`` where unsupported."""
+        return None
+
+    supports_statements = False
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release the connection."""
+
+
+class PostgresFloor(Floor):
+    description = "psycopg 3, pooled autocommit connection, prepared statements"
+
+    def __init__(self, ns: Namespace) -> None:
+        from psycopg_pool import ConnectionPool
+
+        s = f'"{ns.detail["schema"]}"'
+        self._pool = ConnectionPool(
+            ns.detail["conninfo"],
+            kwargs={"autocommit": True, "connect_timeout": 10},
+            min_size=1,
+            max_size=10,
+            open=True,
+            name="wmbench-floor",
+        )
+        self._read_thread = f"SELECT {_THREAD_COLUMNS} FROM {s}.mastra_threads WHERE id = %s"
+        self._read_resource = f"SELECT {_RESOURCE_COLUMNS} FROM {s}.mastra_resources WHERE id = %s"
+        self._write = f"UPDATE {s}.mastra_threads SET title = %s WHERE id = %s"
+        self._list = (
+            f'SELECT {_THREAD_COLUMNS} FROM {s}.mastra_threads WHERE "resourceId" = %s '
+            'ORDER BY "createdAt" DESC, id DESC LIMIT 20'
+        )
+
+    def _run(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        with self._pool.connection() as conn:
+            cursor = conn.execute(sql, params, prepare=True)
+            return cursor.fetchall() if cursor.description else []
+
+    def read_thread(self, thread_id: str) -> object:
+        return self._run(self._read_thread, (thread_id,))
+
+    def read_resource(self, resource_id: str) -> object:
+        return self._run(self._read_resource, (resource_id,))
+
+    def write_thread(self, thread_id: str, title: str) -> object:
+        return self._run(self._write, (title, thread_id))
+
+    def list_page(self, resource_id: str) -> object:
+        return self._run(self._list, (resource_id,))
+
+    supports_statements = True
+
+    def statement(self, sql: str, params: Any) -> object:
+        with self._pool.connection() as conn:
+            cursor = conn.execute(sql, params, prepare=True)
+            return cursor.fetchall() if cursor.description else []
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class LibSQLFloor(Floor):
+    description = "raw libsql connection (isolation_level=None)"
+
+    def __init__(self, ns: Namespace) -> None:
+        import libsql
+
+        self._conn = libsql.connect(ns.detail["path"], isolation_level=None)
+        columns = _THREAD_COLUMNS.replace("metadata", "json(metadata)")
+        self._read_thread = f"SELECT {columns} FROM mastra_threads WHERE id = ?"
+        self._read_resource = (
+            f"SELECT {_RESOURCE_COLUMNS.replace('metadata', 'json(metadata)')} FROM mastra_resources WHERE id = ?"
+        )
+        self._write = "UPDATE mastra_threads SET title = ? WHERE id = ?"
+        self._list = (
+            f'SELECT {columns} FROM mastra_threads WHERE "resourceId" = ? ORDER BY "createdAt" DESC, id DESC LIMIT 20'
+        )
+
+    def read_thread(self, thread_id: str) -> object:
+        return self._conn.execute(self._read_thread, (thread_id,)).fetchall()
+
+    def read_resource(self, resource_id: str) -> object:
+        return self._conn.execute(self._read_resource, (resource_id,)).fetchall()
+
+    def write_thread(self, thread_id: str, title: str) -> object:
+        return self._conn.execute(self._write, (title, thread_id)).fetchall()
+
+    def list_page(self, resource_id: str) -> object:
+        return self._conn.execute(self._list, (resource_id,)).fetchall()
+
+    supports_statements = True
+
+    def statement(self, sql: str, params: Any) -> object:
+        return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class UpstashFloor(Floor):
+    description = "raw upstash-redis client, one command through the same bridge"
+
+    def __init__(self, ns: Namespace) -> None:
+        from upstash_redis import Redis
+
+        from workmem.adapters.upstash.keys import KeySpace
+
+        self._keys = KeySpace(ns.detail["prefix"])
+        self._redis: Any = Redis(url=ns.detail["rest_url"], token=ns.detail["token"], allow_telemetry=False)
+        self._scratch = f"{ns.detail['prefix']}wmbench:scratch"
+
+    def read_thread(self, thread_id: str) -> object:
+        return self._redis.get(self._keys.thread(thread_id))
+
+    def read_resource(self, resource_id: str) -> object:
+        return self._redis.get(self._keys.resource(resource_id))
+
+    def write_thread(self, thread_id: str, title: str) -> object:
+        return self._redis.set(self._scratch, title)
+
+    def list_page(self, resource_id: str) -> object:
+        return self._redis.zrange(self._keys.thread_index("created_at", resource_id), 0, 19, rev=True)
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+class MongoFloor(Floor):
+    description = "raw pymongo find_one / update_one / find().sort().limit(20)"
+
+    def __init__(self, ns: Namespace) -> None:
+        import pymongo
+
+        self._client: Any = pymongo.MongoClient(ns.detail["url"])
+        db = self._client[ns.detail["database"]]
+        self._threads = db["mastra_threads"]
+        self._resources = db["mastra_resources"]
+
+    def read_thread(self, thread_id: str) -> object:
+        return self._threads.find_one({"id": thread_id})
+
+    def read_resource(self, resource_id: str) -> object:
+        return self._resources.find_one({"id": resource_id})
+
+    def write_thread(self, thread_id: str, title: str) -> object:
+        return self._threads.update_one({"id": thread_id}, {"$set": {"title": title}})
+
+    def list_page(self, resource_id: str) -> object:
+        return list(self._threads.find({"resourceId": resource_id}).sort([("createdAt", -1), ("id", -1)]).limit(20))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class OracleFloor(Floor):
+    description = "raw python-oracledb (thin) cursor, primary-key SELECT / UPDATE"
+
+    def __init__(self, ns: Namespace) -> None:
+        import oracledb
+
+        from workmem.adapters.oracle import parse_oracle_url
+
+        config = parse_oracle_url(ns.detail["url"])
+        self._conn: Any = oracledb.connect(
+            user=config.user, password=config.password, host=config.host, port=config.port,
+            service_name=config.service_name,
+        )  # fmt: skip
+        self._conn.autocommit = True
+        prefix = ns.detail["table_prefix"]
+        threads, resources = f"{prefix}MASTRA_THREADS", f"{prefix}MASTRA_RESOURCES"
+        self._read_thread = f"SELECT * FROM {threads} WHERE id = :1"
+        self._read_resource = f"SELECT * FROM {resources} WHERE id = :1"
+        self._write = f"UPDATE {threads} SET title = :1 WHERE id = :2"
+        self._list = (
+            f'SELECT * FROM {threads} WHERE "resourceId" = :1 '
+            'ORDER BY "createdAt" DESC, id DESC FETCH FIRST 20 ROWS ONLY'
+        )
+
+    def _run(self, sql: str, params: list[Any]) -> object:
+        cursor = self._conn.cursor()
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description else None
+
+    def read_thread(self, thread_id: str) -> object:
+        return self._run(self._read_thread, [thread_id])
+
+    def read_resource(self, resource_id: str) -> object:
+        return self._run(self._read_resource, [resource_id])
+
+    def write_thread(self, thread_id: str, title: str) -> object:
+        return self._run(self._write, [title, thread_id])
+
+    def list_page(self, resource_id: str) -> object:
+        return self._run(self._list, [resource_id])
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+_FLOORS: dict[str, Callable[[Namespace], Floor]] = {
+    "postgres": PostgresFloor,
+    "libsql": LibSQLFloor,
+    "upstash": UpstashFloor,
+    "mongodb": MongoFloor,
+    "oracle": OracleFloor,
+}
+
+
+def open_floor(ns: Namespace) -> Floor | None:
+    """The raw floor of ``ns``'s backend (its tables must exist), or ``None`` (``memory`` has none)."""
+    cls = _FLOORS.get(ns.backend)
+    return None if cls is None else cls(ns)

@@ -1,0 +1,225 @@
+"""Smoke tests of the benchmark harness (``python -m bench``): its outputs and its instruments.
+
+Nothing here asserts performance. The harness runs in ``--quick`` mode
+against ``memory://`` and checks the shape of the JSON, the tables and the
+PNGs; the instruments that targets depend on (round-trip counting, the raw
+bulk loaders, the PASS/MISS rules) are checked against known answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import server_url
+
+from bench import backends as bench_backends
+from bench.__main__ import main, run_backend
+from bench.backends import Unavailable, open_namespace
+from bench.loaders import Loader, loader_for
+from bench.report import evaluate_targets, format_report
+from bench.timing import interleaved, summarize
+from bench.tracing import counted_storage
+from bench.workloads import OPERATIONS, Settings
+from workmem.records import Thread
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, f"{path} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+# -- timing ------------------------------------------------------------------------------
+
+
+def test_summarize_median_and_nearest_rank_p99() -> None:
+    stats = summarize([i / 1e6 for i in range(1, 101)])  # 1..100 us
+    assert stats.n == 100
+    assert stats.median_us == pytest.approx(50.5)
+    assert stats.p99_us == pytest.approx(99)
+    assert stats.min_us == pytest.approx(1)
+    assert summarize([3e-6]).p99_us == pytest.approx(3)
+
+
+def test_interleaved_alternates_blocks_and_gives_fresh_indexes() -> None:
+    calls: list[tuple[str, int]] = []
+    subjects = {name: (lambda i, name=name: calls.append((name, i))) for name in ("a", "b")}
+    stats = interleaved(subjects, samples=25, block=10, warmup=3)
+    assert {name: s.n for name, s in stats.items()} == {"a": 25, "b": 25}
+    timed = calls[6:]  # after 3 warm-up calls each
+    runs = [(name, len(list(group))) for name, group in itertools.groupby(n for n, _ in timed)]
+    # Blocks a10 b10 | b10 a10 | a5 b5: the starting subject rotates every round.
+    assert runs == [("a", 10), ("b", 20), ("a", 15), ("b", 5)]
+    for name in ("a", "b"):
+        assert [i for n, i in calls if n == name] == list(range(28))
+
+
+# -- the whole harness, quick, on memory:// -------------------------------------------------
+
+
+def test_quick_run_on_memory_writes_json_table_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--backend", "memory", "--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    [json_path] = tmp_path.glob("*.json")
+    results = json.loads(json_path.read_text())
+
+    assert results["meta"]["quick"] is True
+    assert results["meta"]["command"] == f"python -m bench --backend memory --quick --out {tmp_path}"
+    memory = results["backends"]["memory"]
+    assert memory["status"] == "ok", memory
+    assert memory["errors"] == {}
+    assert set(memory["latency"]) == set(OPERATIONS)
+    for entry in memory["latency"].values():
+        assert entry["adapter"]["n"] >= 30
+        assert 0 < entry["adapter"]["median_us"] <= entry["adapter"]["p99_us"]
+        assert "ratio" not in entry  # memory:// has no raw floor
+    points = memory["thread_scaling"]["points"]
+    assert [p["threads"] for p in points] == [100, 1000]
+    assert all(p["list_threads"]["n"] > 0 and p["get_thread"]["n"] > 0 for p in points)
+    assert [p["resources"] for p in memory["resource_scaling"]["points"]] == [10, 100]
+    levels = memory["concurrency"]["levels"]
+    assert [lv["writers"] for lv in levels] == [1, 4, 16, 64]
+    for level in levels:
+        assert level["keys_present"] == level["keys_written"] == level["ops"] > 0
+        assert level["lost_updates"] == 0
+    targets = {t["name"]: t for t in memory["targets"]}
+    assert targets["lost updates under concurrent merges == 0"]["status"] == "PASS"
+
+    assert "Per-operation latency" in out
+    assert "merge_working_memory" in out
+    assert str(json_path) in out
+    plots = sorted(tmp_path.glob("*.png"))
+    assert [p.name.rsplit("-", 1)[1] for p in plots] == ["concurrency.png", "resources.png", "threads.png"]
+    for plot in plots:
+        width, height = _png_size(plot)
+        assert width > 400 and height > 300
+
+
+def test_unreachable_backend_is_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WORKMEM_MONGODB_URL", raising=False)
+    monkeypatch.setitem(bench_backends._LOCAL, "mongodb", ("127.0.0.1", 9, "mongodb://127.0.0.1:9"))
+    with pytest.raises(Unavailable, match="WORKMEM_MONGODB_URL"), open_namespace("mongodb"):
+        pass
+    result = run_backend("mongodb", Settings.default(quick=True))
+    assert result["status"] == "skipped"
+    assert "WORKMEM_MONGODB_URL" in result["reason"]
+    assert "targets" not in result
+    assert "SKIPPED -- no mongodb server" in format_report({"backends": {"mongodb": result}})
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+def _stats(median: float) -> dict[str, Any]:
+    return {"n": 50, "median_us": median, "p99_us": median * 2, "mean_us": median, "min_us": median / 2}
+
+
+def _synthetic(read_ratio: float, trips: float, big: float, lost: int) -> dict[str, Any]:
+    return {
+        "latency": {
+            "get_thread": {"ratio": read_ratio, "floor_name": "read_thread"},
+            "get_resource": {"ratio": 1.0, "floor_name": "read_resource"},
+            "merge_working_memory": {"ratio": 1.5},
+        },
+        "round_trips": {"method": "test", "merge_working_memory": {"round_trips": trips, "statements": trips}},
+        "thread_scaling": {
+            "base": 100,
+            "points": [{"threads": 100_000, "list_threads": _stats(big), "list_threads_small": _stats(100)}],
+        },
+        "concurrency": {"levels": [{"writers": 1, "lost_updates": 0}, {"writers": 64, "lost_updates": lost}]},
+    }
+
+
+def test_targets_pass_and_miss() -> None:
+    good = {t["name"]: t["status"] for t in evaluate_targets("postgres", _synthetic(1.29, 1.0, 199, 0))}
+    assert set(good.values()) == {"PASS"}
+    assert len(good) == 5
+    bad = {t["name"]: t for t in evaluate_targets("postgres", _synthetic(1.31, 2.0, 201, 3))}
+    assert bad["get_thread <= 1.3x raw floor (median)"]["status"] == "MISS"
+    assert bad["get_resource <= 1.3x raw floor (median)"]["status"] == "PASS"
+    assert bad["merge_working_memory is one round trip"]["status"] == "MISS"
+    assert bad["list_threads page: 100,000 vs 100 threads <= 2.0x"]["value"] == pytest.approx(2.01)
+    assert bad["list_threads page: 100,000 vs 100 threads <= 2.0x"]["status"] == "MISS"
+    assert bad["lost updates under concurrent merges == 0"]["value"] == 3
+    assert bad["lost updates under concurrent merges == 0"]["status"] == "MISS"
+    quick = _synthetic(1.0, 1.0, 100, 0)
+    quick["thread_scaling"]["target_threads"] = 1_000_000  # a --quick run stopped short of the target's size
+    [listing] = [t for t in evaluate_targets("postgres", quick) if t["name"].startswith("list_threads")]
+    assert listing["status"] == "n/a"
+    # libSQL has no round-trip target; Upstash only the listing and lost-update ones.
+    assert len(evaluate_targets("libsql", _synthetic(1.0, 9.0, 100, 0))) == 4
+    assert len(evaluate_targets("upstash", _synthetic(9.0, 9.0, 100, 0))) == 2
+
+
+def test_lost_updates_are_printed_loudly() -> None:
+    result = {
+        "status": "ok",
+        "url": "memory://x",
+        "errors": {},
+        "concurrency": {
+            "levels": [
+                {"writers": 4, "ops": 8, "ops_per_s": 10.0, "merge_latency": _stats(5), "keys_present": 6,
+                 "keys_written": 8, "lost_updates": 2, "error_count": 0},
+            ]
+        },
+        "targets": [],
+    }  # fmt: skip
+    assert "LOST 2 !!!" in format_report({"backends": {"memory": result}})
+
+
+# -- instruments on real backends -------------------------------------------------------------
+
+
+@pytest.mark.backend("libsql")
+def test_libsql_raw_loader_matches_the_adapter_and_statements_are_counted() -> None:
+    with open_namespace("libsql") as ns, ns.connect() as storage:
+        loader, note = loader_for(ns, storage)
+        try:
+            assert note is None, note
+            assert type(loader) is not Loader
+            threads = [Thread(f"t{i}", "owner", f"title {i}", {"i": i}) for i in range(50)]
+            loader.threads(threads)
+            assert storage.list_threads("owner", per_page=None).threads == tuple(
+                sorted(threads, key=lambda t: (t.created_at, t.id), reverse=True)
+            )
+        finally:
+            loader.close()
+        with counted_storage(ns) as counted:
+            assert counted is not None
+            count = counted.count(lambda i: (counted.storage.get_thread("t1"), counted.storage.get_thread("t2")), 0, 5)
+            assert count.statements == 2.0
+            assert count.round_trips is None  # embedded
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_round_trips_are_counted_on_the_wire(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORKMEM_POSTGRES_URL", server_url("postgres"))
+    with open_namespace("postgres") as ns:
+        schema = ns.detail["schema"]
+        with ns.connect() as storage:
+            loader, note = loader_for(ns, storage)
+            assert note is None, note
+            loader.threads([Thread("t1", "owner", "one")])
+            loader.close()
+        with counted_storage(ns) as counted:
+            assert counted is not None
+            storage = counted.storage
+            for _ in range(6):  # past psycopg's prepare threshold: preparing is a round trip of its own
+                storage.get_thread("t1")
+            one = counted.count(lambda i: storage.get_thread("t1"), 0, 4)
+            two = counted.count(lambda i: (storage.get_thread("t1"), storage.get_resource("owner")), 0, 4)
+        assert (one.round_trips, one.statements) == (1.0, 1.0)
+        assert two.round_trips == 2.0
+    import psycopg
+
+    with psycopg.connect(server_url("postgres")) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    assert found is None, "the benchmark schema was not dropped"
