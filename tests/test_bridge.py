@@ -17,6 +17,8 @@ from upstash_redis.errors import UpstashError
 from workmem.bridge.resp import ErrorReply, RedisAddress, Status, encode_command
 from workmem.bridge.server import render
 
+pytestmark = pytest.mark.backend("upstash")
+
 __all__ = ["bridge"]
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from workmem.conformance import ConformanceTests
 
+pytestmark = pytest.mark.backend("libsql")
+
 
 class TestLibSQLConformance(ConformanceTests):
     """Every conformance check against ``workmem.adapters.libsql:LibSQLStorage`` on a file."""

@@ -7,6 +7,8 @@ from upstash_fixtures import bridge, upstash_prefix, upstash_url
 
 from workmem.conformance import ConformanceTests
 
+pytestmark = pytest.mark.backend("upstash")
+
 __all__ = ["bridge", "upstash_prefix", "upstash_url"]
 
 

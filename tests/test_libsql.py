@@ -26,6 +26,8 @@ import workmem
 from workmem import BackendUnavailableError, Resource, Thread, ValidationError
 from workmem.adapters.libsql import LibSQLStorage, parse_libsql_url
 
+pytestmark = pytest.mark.backend("libsql")
+
 ISO_MS_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
 

@@ -21,6 +21,8 @@ from workmem.adapters.upstash.scripts import CAS_SET, Script
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
 from workmem.storage import MemoryStorage
 
+pytestmark = pytest.mark.backend("upstash")
+
 __all__ = ["bridge", "upstash_prefix", "upstash_url"]
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
