@@ -17,13 +17,14 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import libsql
 import pytest
 from test_sql_contract import T0, MakeStorage, SqlContract
 
 import workmem
-from workmem import BackendUnavailableError, Resource, Thread, ValidationError
+from workmem import BackendUnavailableError, Resource, Thread, ThreadOwnershipError, ValidationError
 from workmem.adapters.libsql import LibSQLStorage, parse_libsql_url
 
 pytestmark = pytest.mark.backend("libsql")
@@ -238,6 +239,54 @@ def _stamp(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+_MASTRA_SAVE = (  # how @mastra/libsql saves a thread (the implicit delete of a REPLACE fires no delete trigger)
+    'INSERT OR REPLACE INTO mastra_threads (id, "resourceId", title, metadata, "createdAt", "updatedAt") '
+    "VALUES (?, ?, '', jsonb('{}'), '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')"
+)
+
+
+def _counts(conn: Any) -> tuple[dict[str, int], dict[str, int]]:
+    """(workmem's kept counts without zeros, the counts of the rows) of every resource."""
+    kept = dict(conn.execute('SELECT "resourceId", n FROM workmem_thread_counts WHERE n <> 0').fetchall())
+    real = dict(conn.execute('SELECT "resourceId", count(*) FROM mastra_threads GROUP BY 1').fetchall())
+    return kept, real
+
+
+def test_thread_counts_follow_writes_by_plain_sql(tmp_path: Path) -> None:
+    path = tmp_path / "counts.db"
+    with workmem.connect(f"file:{path}") as storage:
+        conn = raw(path)
+        storage.save_thread(Thread("w1", "a"))
+        storage.save_thread(Thread("w1", "a", "again"))  # an upsert that updates
+        with pytest.raises(ThreadOwnershipError):
+            storage.save_thread(Thread("w1", "b"))  # an upsert that changes nothing
+        for tid, owner in (("m1", "a"), ("m2", "a"), ("m1", "a"), ("m2", "b")):  # insert, insert, replace, move
+            conn.execute(_MASTRA_SAVE, (tid, owner))
+        assert _counts(conn) == ({"a": 2, "b": 1}, {"a": 2, "b": 1})
+        assert storage.list_threads("a").total == 2 and storage.list_threads("b", page=3, per_page=5).total == 1
+        conn.execute('UPDATE mastra_threads SET "resourceId" = ? WHERE id = ?', ("c", "w1"))
+        conn.execute("DELETE FROM mastra_threads WHERE id = ?", ("m1",))
+        storage.delete_thread("m2")
+        assert _counts(conn) == ({"c": 1}, {"c": 1})
+        conn.executemany(_MASTRA_SAVE, [(f"bulk-{i}", f"r{i % 7}") for i in range(300)])
+        conn.execute("DELETE FROM mastra_threads WHERE id LIKE 'bulk-1%'")
+        kept, real = _counts(conn)
+        assert kept == real and sum(real.values()) == 1 + 300 - 111
+        assert storage.list_threads("r3", per_page=1).total == real["r3"]
+        conn.execute("DELETE FROM mastra_threads")  # Mastra's clearTable
+        assert _counts(conn) == ({}, {}) and storage.list_threads("r3").total == 0
+        assert conn.execute("SELECT count(*) FROM workmem_thread_replaced").fetchone() == (0,)
+        storage.save_thread(Thread("x", "r"))
+        conn.execute("DROP TRIGGER workmem_threads_count_delete")  # counts can no longer be trusted
+        conn.execute("DELETE FROM mastra_threads")
+        conn.close()
+    with workmem.connect(f"file:{path}") as storage:  # a missing trigger: recreated, and everything counted again
+        assert storage.list_threads("r").total == 0
+        storage.save_thread(Thread("y", "r"))
+        storage.delete_thread("y")
+        assert storage.list_threads("r").total == 0
+
+
 def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
     path = tmp_path / "mastra.db"
     shutil.copyfile(FIXTURE, path)
@@ -273,4 +322,8 @@ def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
     tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
     pristine = shutil.copyfile(FIXTURE, tmp_path / "pristine.db")  # opening a WAL file writes beside it
     fixture_tables = dict(raw(pristine).execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
-    assert tables == fixture_tables  # Mastra's tables untouched; workmem only adds its two indexes
+    mastra_tables = {name: sql for name, sql in tables.items() if not name.startswith("workmem_")}
+    assert mastra_tables == fixture_tables  # Mastra's tables untouched; workmem adds two indexes and its counts
+    assert set(tables) - set(mastra_tables) == {"workmem_thread_counts", "workmem_thread_replaced"}
+    # the counts were filled from the threads Mastra had written, when the database was first opened
+    assert dict(conn.execute('SELECT "resourceId", n FROM workmem_thread_counts').fetchall()) == {"user-1": 3}

@@ -135,7 +135,7 @@ def test_connection_failure_masks_the_password(caplog: pytest.LogCaptureFixture)
 def test_tables_are_mastras(url: str, sql: psycopg.Connection[Any]) -> None:
     columns = sql.execute(
         "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns "
-        "WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position"
+        "WHERE table_schema = current_schema() AND table_name LIKE 'mastra%%' ORDER BY table_name, ordinal_position"
     ).fetchall()
     stamps = [
         ("createdAt", "timestamp without time zone", "NO", None),
@@ -160,6 +160,71 @@ def test_tables_are_mastras(url: str, sql: psycopg.Connection[Any]) -> None:
     ).fetchone()  # type: ignore[misc]
     assert index.endswith('USING btree ("resourceId", "createdAt" DESC)')
     workmem.connect(url).close()  # idempotent
+
+
+def _counts(sql: psycopg.Connection[Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """(workmem's kept counts without zeros, the counts of the rows) of every resource."""
+    kept = dict(sql.execute('SELECT "resourceId", n FROM workmem_thread_counts WHERE n <> 0').fetchall())
+    real = dict(sql.execute('SELECT "resourceId", count(*) FROM mastra_threads GROUP BY 1').fetchall())
+    return kept, real
+
+
+_MASTRA_SAVE = (  # how @mastra/pg saves a thread: an upsert that also moves it to the given resource
+    'INSERT INTO mastra_threads (id, "resourceId", title, metadata, "createdAt", "updatedAt") '
+    "VALUES (%s, %s, '', NULL, now(), now()) ON CONFLICT (id) DO UPDATE SET "
+    '"resourceId" = EXCLUDED."resourceId", title = EXCLUDED.title, "updatedAt" = EXCLUDED."updatedAt"'
+)
+
+
+def test_thread_counts_follow_writes_by_plain_sql(url: str, sql: psycopg.Connection[Any]) -> None:
+    with workmem.connect(url) as storage:
+        storage.save_thread(Thread("w1", "a"))
+        for tid, owner in (("m1", "a"), ("m2", "a"), ("m1", "a"), ("m2", "b")):  # insert, insert, re-save, move
+            sql.execute(_MASTRA_SAVE, (tid, owner))
+        assert _counts(sql) == ({"a": 2, "b": 1}, {"a": 2, "b": 1})
+        assert storage.list_threads("a").total == 2 and storage.list_threads("b", page=3, per_page=5).total == 1
+        sql.execute('UPDATE mastra_threads SET "resourceId" = %s WHERE id = %s', ("c", "w1"))
+        sql.execute("UPDATE mastra_threads SET title = 'x'")  # no move: no count changes
+        sql.execute("DELETE FROM mastra_threads WHERE id = %s", ("m1",))
+        assert _counts(sql) == ({"b": 1, "c": 1}, {"b": 1, "c": 1})
+        with (
+            sql.cursor() as cursor,
+            cursor.copy(  # a bulk load of many resources: one statement
+                'COPY mastra_threads (id, "resourceId", title, "createdAt", "updatedAt") FROM STDIN'
+            ) as copy,
+        ):
+            for i in range(300):
+                copy.write_row((f"bulk-{i}", f"r{i % 7}", "", "2025-01-01 00:00:00", "2025-01-01 00:00:00"))
+        sql.execute("DELETE FROM mastra_threads WHERE id LIKE 'bulk-1%%'")
+        kept, real = _counts(sql)
+        assert kept == real and sum(real.values()) == 2 + 300 - 111
+        assert storage.list_threads("r3", per_page=1).total == real["r3"]
+        sql.execute("TRUNCATE mastra_threads")
+        assert _counts(sql) == ({}, {}) and storage.list_threads("r3").total == 0
+
+
+def test_thread_counts_of_an_existing_database_are_filled_when_first_opened(url: str) -> None:
+    conninfo, schema = parse_postgres_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:  # Mastra's tables and rows, before workmem
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute(
+            'CREATE TABLE mastra_threads (id text NOT NULL PRIMARY KEY, "resourceId" text NOT NULL, title text NOT '
+            'NULL, metadata jsonb, "createdAt" timestamp NOT NULL, "updatedAt" timestamp NOT NULL, '
+            '"createdAtZ" timestamptz DEFAULT now(), "updatedAtZ" timestamptz DEFAULT now())'
+        )
+        conn.execute(
+            'INSERT INTO mastra_threads (id, "resourceId", title, "createdAt", "updatedAt") '
+            "SELECT 't' || i, 'r' || (i % 3), '', now(), now() FROM generate_series(1, 50) AS i"
+        )
+        with workmem.connect(url) as storage:
+            assert [storage.list_threads(f"r{i}", per_page=5).total for i in range(3)] == [16, 17, 17]
+            assert _counts(conn) == ({"r0": 16, "r1": 17, "r2": 17}, {"r0": 16, "r1": 17, "r2": 17})
+            conn.execute("DROP TRIGGER workmem_count_delete ON mastra_threads")  # counts can no longer be trusted
+            conn.execute("DELETE FROM mastra_threads WHERE id = 't3'")
+        with workmem.connect(url) as storage:  # a missing trigger: recreated, and everything counted again
+            assert storage.list_threads("r0").total == 15
+            assert _counts(conn)[0] == _counts(conn)[1]
 
 
 def test_reads_rows_written_by_mastra(url: str, sql: psycopg.Connection[Any]) -> None:

@@ -10,7 +10,18 @@ from typing import Any, Final, Literal
 from workmem.timestamps import normalize, utc_now
 from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
 
-__all__ = ["UNSET", "Direction", "OrderBy", "Resource", "Scope", "Thread", "ThreadPage", "Unset"]
+__all__ = [
+    "UNSET",
+    "Direction",
+    "OrderBy",
+    "Resource",
+    "Scope",
+    "Thread",
+    "ThreadPage",
+    "Unset",
+    "trusted_resource",
+    "trusted_thread",
+]
 
 Scope = Literal["resource", "thread"]
 OrderBy = Literal["created_at", "updated_at"]
@@ -85,6 +96,59 @@ class Thread:
         object.__setattr__(self, "metadata", _metadata(self.metadata))
         object.__setattr__(self, "created_at", normalize(self.created_at))
         object.__setattr__(self, "updated_at", normalize(self.updated_at))
+
+
+# The slot setters of the frozen records (what object.__setattr__ reaches, without the lookup).
+_new = object.__new__
+_r_id, _r_working_memory, _r_metadata, _r_created_at, _r_updated_at = (
+    Resource.__dict__[name].__set__ for name in ("id", "working_memory", "metadata", "created_at", "updated_at")
+)
+_t_id, _t_resource_id, _t_title, _t_metadata, _t_created_at, _t_updated_at = (
+    Thread.__dict__[name].__set__ for name in ("id", "resource_id", "title", "metadata", "created_at", "updated_at")
+)
+
+
+def trusted_resource(
+    id: str,
+    working_memory: str | None,
+    metadata: dict[str, Any] | None,
+    created_at: datetime,
+    updated_at: datetime,
+) -> Resource:
+    """A :class:`Resource` built WITHOUT validation, for adapters mapping what their database already holds.
+
+    Only for values read back from storage: workmem validated them on the way
+    in, and a record another program wrote is taken as stored. The caller
+    guarantees the types (``metadata`` a dict or ``None``) and that both
+    timestamps are already timezone-aware UTC with whole milliseconds. Never
+    use it for input from a caller; construct :class:`Resource` instead.
+    """
+    record = _new(Resource)
+    _r_id(record, id)
+    _r_working_memory(record, working_memory)
+    _r_metadata(record, metadata)
+    _r_created_at(record, created_at)
+    _r_updated_at(record, updated_at)
+    return record
+
+
+def trusted_thread(
+    id: str,
+    resource_id: str,
+    title: str,
+    metadata: dict[str, Any] | None,
+    created_at: datetime,
+    updated_at: datetime,
+) -> Thread:
+    """A :class:`Thread` built WITHOUT validation, for adapters mapping stored rows (see :func:`trusted_resource`)."""
+    record = _new(Thread)
+    _t_id(record, id)
+    _t_resource_id(record, resource_id)
+    _t_title(record, title)
+    _t_metadata(record, metadata)
+    _t_created_at(record, created_at)
+    _t_updated_at(record, updated_at)
+    return record
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ handler is off and a busy database is waited for here, with the GIL released.
 
 from __future__ import annotations
 
+import queue
 import random
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -85,53 +85,75 @@ def _is_busy(exc: BaseException) -> bool:
 
 
 class _Pool:
-    """Up to ``size`` connections, each lent to one thread at a time (a libSQL connection is one session)."""
+    """Up to ``size`` connections, each lent to one thread at a time (a libSQL connection is one session).
+
+    The free list is a :class:`queue.SimpleQueue` holding one entry per slot:
+    an idle connection, or ``None`` for a slot whose connection is not open
+    (yet, or any more). Taking waits up to ``wait`` seconds for an entry, with
+    the GIL released; taking and giving back are one C call each.
+    """
 
     def __init__(self, opener: Callable[[], Any], size: int, wait: float) -> None:
         self._opener = opener
-        self._idle: list[Any] = []
-        self._slots = threading.BoundedSemaphore(size)
-        self._lock = threading.Lock()
+        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for _ in range(size):
+            self._free.put(None)
         self._wait = wait
         self.closed = False
 
-    @contextmanager
-    def connection(self) -> Iterator[Any]:
+    def take(self) -> Any:
+        """A connection for this thread alone, until :meth:`give`."""
         if self.closed:
             raise BackendUnavailableError("the libSQL storage is closed")
-        if not self._slots.acquire(timeout=self._wait):
-            raise BackendUnavailableError("no free libSQL connection (pool_size reached)")
         try:
-            with self._lock:
-                conn = self._idle.pop() if self._idle else None
-            conn = conn if conn is not None else self._opener()
-            healthy = False
+            conn = self._free.get(timeout=self._wait)
+        except queue.Empty:
+            raise BackendUnavailableError("no free libSQL connection (pool_size reached)") from None
+        if conn is None:
             try:
-                yield conn
-                healthy = True
-            except WorkmemError as exc:
-                healthy = not isinstance(exc, BackendUnavailableError)
+                conn = self._opener()
+            except BaseException:
+                self._free.put(None)
                 raise
-            finally:
-                self._give_back(conn, healthy)
-        finally:
-            self._slots.release()
+        return conn
 
-    def _give_back(self, conn: Any, healthy: bool) -> None:
-        with self._lock:
-            if healthy and not self.closed:
-                self._idle.append(conn)
-                return
+    def give(self, conn: Any, healthy: bool) -> None:
+        """Return ``conn``; one that is not ``healthy`` (or of a closed pool) is closed, its slot kept."""
+        if healthy and not self.closed:
+            self._free.put(conn)
+            if self.closed:  # close() ran meanwhile and may have missed it
+                self._close_idle()
+            return
         with suppress(Exception):
             conn.close()
+        self._free.put(None)
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        conn = self.take()
+        healthy = False
+        try:
+            yield conn
+            healthy = True
+        except WorkmemError as exc:
+            healthy = not isinstance(exc, BackendUnavailableError)
+            raise
+        finally:
+            self.give(conn, healthy)
+
+    def _close_idle(self) -> None:
+        while True:
+            try:
+                conn = self._free.get_nowait()
+            except queue.Empty:
+                return
+            if conn is not None:
+                with suppress(Exception):
+                    conn.close()
 
     def close(self) -> None:
-        with self._lock:
-            self.closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            with suppress(Exception):
-                conn.close()
+        self.closed = True
+        self._close_idle()
 
 
 class _Session:
@@ -206,33 +228,64 @@ class LibSQLStorage(SqlStorage):
             error = self._error(exc)
             raise error from error.__cause__
 
-    def _retry_busy(self, call: Callable[[], T]) -> T:
-        """Run ``call`` until the database is not busy (a busy statement did nothing), for ``busy_timeout`` seconds."""
+    def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
+        """``call(*args)`` until the database is not busy (a busy statement did nothing), up to ``busy_timeout`` s."""
         deadline = time.monotonic() + self._busy_timeout
         delay = 0.001
         while True:
             try:
-                return call()
+                return call(*args)
             except (ValueError, self._driver.Error) as exc:
                 if isinstance(exc, WorkmemError) or not _is_busy(exc) or time.monotonic() >= deadline:
                     raise
             time.sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.05)
 
+    @staticmethod
+    def _fetch(conn: Any, sql: str, params: Any) -> Result:
+        cursor = conn.execute(sql, params)
+        try:
+            # fetchall() is None for a statement without result columns (cheaper than asking description)
+            return Result(cursor.fetchall() or [], cursor.rowcount)
+        except BaseException:
+            # A statement that failed part way (busy on its last step) must be finished before anything
+            # else runs: while it lives, the connection stays in its transaction and nothing commits.
+            with suppress(Exception):
+                cursor.close()
+            raise
+
     def _run(self, conn: Any, statement: Statement) -> Result:
         sql, params = self.dialect.render(statement)
-        cursor = conn.execute(sql, params)
-        rows = cursor.fetchall() if cursor.description else []
-        return Result(list(rows), cursor.rowcount)
+        return self._fetch(conn, sql, params)
 
     def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        with self._connection() as conn:
-            return self._retry_busy(lambda: self._run(conn, statement))
+        # The hot path of every read: one pooled connection, one driver call; the busy wait only
+        # after a first attempt found the database busy. Same outcomes as _connection + _retry_busy.
+        sql, params = self.dialect.render(statement)
+        conn = self._pool.take()
+        healthy = False
+        try:
+            busy = False
+            try:
+                result = self._fetch(conn, sql, params)
+            except (ValueError, self._driver.Error) as exc:
+                if not _is_busy(exc):
+                    raise
+                busy = True  # retried outside this block: the failed attempt (its cursor) must be gone first
+            if busy:
+                result = self._retry_busy(self._fetch, conn, sql, params)
+            healthy = True
+            return result
+        except (ValueError, self._driver.Error) as exc:
+            error = self._error(exc)
+            raise error from error.__cause__
+        finally:
+            self._pool.give(conn, healthy)
 
     @contextmanager
     def _transaction(self) -> Iterator[_Session]:
         with self._connection() as conn:
-            self._retry_busy(lambda: conn.execute(self.dialect.begin_write))
+            self._retry_busy(conn.execute, self.dialect.begin_write)
             try:
                 yield _Session(self, conn)
                 conn.execute("COMMIT")

@@ -66,6 +66,15 @@ def _closed_by_server(conn: Any) -> bool:
     return bool(readable)
 
 
+def _configure(conn: Any) -> None:
+    """Session setup of a new pooled connection: timestamps come back in UTC (psycopg then uses ``datetime.UTC``).
+
+    Every statement names its time zone explicitly, so this changes no value,
+    only how psycopg hands timestamps over: the row mapper takes them as they are.
+    """
+    conn.execute("SET TIME ZONE 'UTC'")
+
+
 class _Session:
     def __init__(self, dialect: PostgresDialect, conn: Any) -> None:
         self._dialect = dialect
@@ -107,7 +116,14 @@ class PostgresStorage(SqlStorage):
         kwargs = {"autocommit": True, "connect_timeout": connect_timeout}
         self._setup(conninfo, kwargs)
         self._pool = pool_module.ConnectionPool(
-            conninfo, kwargs=kwargs, min_size=min_size, max_size=max_size, timeout=timeout, open=True, name="workmem"
+            conninfo,
+            kwargs=kwargs,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=True,
+            name="workmem",
+            configure=_configure,
         )
 
     @classmethod

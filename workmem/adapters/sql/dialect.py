@@ -83,6 +83,8 @@ class Dialect:
         prefix = "" if schema is None else identifier(schema) + "."
         self.resources = prefix + RESOURCES
         self.threads = prefix + THREADS
+        self._sql: dict[tuple[str, ...], str] = {}
+        """Statement texts that depend only on the dialect, built on first use (reads run per call)."""
 
     # -- hooks: values and fragments ---------------------------------------------------
 
@@ -157,7 +159,12 @@ class Dialect:
     # -- resources -----------------------------------------------------------------------
 
     def select_resource(self, resource_id: str, *, lock: bool = False) -> Statement:
-        sql = f"SELECT {self.resource_columns()} FROM {self.resources} WHERE id = :id{self.lock_clause(lock)}"
+        key = ("select_resource", "lock" if lock else "")
+        try:
+            sql = self._sql[key]
+        except KeyError:
+            sql = f"SELECT {self.resource_columns()} FROM {self.resources} WHERE id = :id{self.lock_clause(lock)}"
+            self._sql[key] = sql
         return Statement(sql, {"id": resource_id})
 
     def _resource_fields(self) -> list[tuple[str, str]]:
@@ -213,7 +220,12 @@ class Dialect:
     # -- threads -------------------------------------------------------------------------
 
     def select_thread(self, thread_id: str, *, lock: bool = False) -> Statement:
-        sql = f"SELECT {self.thread_columns()} FROM {self.threads} WHERE id = :id{self.lock_clause(lock)}"
+        key = ("select_thread", "lock" if lock else "")
+        try:
+            sql = self._sql[key]
+        except KeyError:
+            sql = f"SELECT {self.thread_columns()} FROM {self.threads} WHERE id = :id{self.lock_clause(lock)}"
+            self._sql[key] = sql
         return Statement(sql, {"id": thread_id})
 
     def save_thread(self, thread: Thread, now: datetime) -> Statement:
@@ -269,18 +281,35 @@ class Dialect:
         return Statement(f"DELETE FROM {self.threads} WHERE id = :id", {"id": thread_id})
 
     def list_threads(self, query: ListQuery) -> Statement:
-        """One page, each row ending with the resource's thread count (an index range scan)."""
-        order = _ORDER_COLUMNS[query.order_by]
-        direction = "DESC" if query.direction == "desc" else "ASC"
-        sql = (
-            f"SELECT {self.thread_columns()}, ({self.count_threads(query.resource_id).sql}) AS total "
-            f'FROM {self.threads} WHERE "resourceId" = :resource_id '
-            f"ORDER BY {order} {direction}, id {direction}{self.page_clause(query)}"
+        """One page, each row ending with the resource's thread count (:meth:`thread_count`)."""
+        key = ("list_threads", query.order_by, query.direction, "all" if query.per_page is None else "page")
+        try:
+            sql = self._sql[key]
+        except KeyError:
+            order = _ORDER_COLUMNS[query.order_by]
+            direction = "DESC" if query.direction == "desc" else "ASC"
+            sql = (
+                f"SELECT {self.thread_columns()}, {self.thread_count(':resource_id')} AS total "
+                f'FROM {self.threads} WHERE "resourceId" = :resource_id '
+                f"ORDER BY {order} {direction}, id {direction}{self.page_clause(query)}"
+            )
+            self._sql[key] = sql
+        if query.per_page is None:
+            return Statement(sql, {"resource_id": query.resource_id})
+        offset = query.page * query.per_page
+        return Statement(
+            sql,
+            {"resource_id": query.resource_id, "limit": min(query.per_page, MAX_ROWS), "offset": min(offset, MAX_ROWS)},
         )
-        params: dict[str, Any] = {"resource_id": query.resource_id}
-        if query.per_page is not None:
-            params.update(limit=min(query.per_page, MAX_ROWS), offset=min(query.offset, MAX_ROWS))
-        return Statement(sql, params)
+
+    def thread_count(self, resource_id: str) -> str:
+        """SQL for how many threads the resource bound as ``resource_id`` (a ``:name``) has, exactly.
+
+        Here a scalar ``count(*)`` subquery (a range scan of the resource's
+        threads); a dialect that keeps per-resource counts in the database
+        reads them instead.
+        """
+        return f'(SELECT count(*) FROM {self.threads} WHERE "resourceId" = {resource_id})'
 
     def count_threads(self, resource_id: str) -> Statement:
         sql = f'SELECT count(*) FROM {self.threads} WHERE "resourceId" = :resource_id'

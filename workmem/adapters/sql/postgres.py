@@ -4,8 +4,21 @@ Everything that changes a row is one statement: ``||`` is jsonb's shallow
 merge, and ``workmem_merge_document`` (plpgsql, created with the tables)
 applies an RFC 7396 patch to stored working memory inside the ``UPDATE`` /
 ``INSERT … ON CONFLICT`` that writes it. Stored text that is not a JSON object
-raises SQLSTATE ``WM001`` (a merged document over 4 MiB ``WM002``), which
-aborts the statement with nothing changed.
+raises SQLSTATE ``WM001`` (a merged document, or merged metadata, over 4 MiB
+``WM002``), which aborts the statement with nothing changed.
+
+A page's ``total`` is read from ``workmem_thread_counts`` (one row per
+resource), kept exact by triggers on ``mastra_threads`` whoever writes the
+threads -- workmem or the TypeScript adapter: statement-level ``AFTER
+INSERT``/``AFTER DELETE`` triggers add up their transition tables (so a
+``COPY`` of many threads costs one update per resource, taken in
+``resourceId`` order), a row trigger follows an ``UPDATE`` that moves a thread
+to another resource, and ``TRUNCATE`` empties the counts. The counts are
+created and filled from the rows already there in the transaction that creates
+the triggers (under the DDL advisory lock; ``CREATE TRIGGER`` waits for
+writers in flight and holds off new ones until the counts are in). A
+thread insert locks its resource's count row until commit, after the thread's
+own row: one-statement writes cannot deadlock on it.
 """
 
 from __future__ import annotations
@@ -19,7 +32,10 @@ from workmem.validation import MAX_TEXT_BYTES, dump_json
 
 from .dialect import PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 
-__all__ = ["FORMAT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
+__all__ = ["COUNTS", "FORMAT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
+
+COUNTS = "workmem_thread_counts"
+"""workmem's table of threads per resource, kept by triggers on ``mastra_threads``."""
 
 FORMAT_ERROR = "WM001"
 """SQLSTATE raised when stored working memory is not a JSON object."""
@@ -52,12 +68,73 @@ _TABLES = (
 END $do$""",
 )
 
+_COUNT_FUNCTIONS = (
+    """CREATE OR REPLACE FUNCTION {s}.workmem_count_inserted() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  INSERT INTO {s}.{counts} AS c ("resourceId", n)
+    SELECT "resourceId", count(*) FROM added GROUP BY "resourceId" ORDER BY "resourceId"
+    ON CONFLICT ("resourceId") DO UPDATE SET n = c.n + excluded.n;
+  RETURN NULL;
+END
+$fn$""",
+    """CREATE OR REPLACE FUNCTION {s}.workmem_count_deleted() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  INSERT INTO {s}.{counts} AS c ("resourceId", n)
+    SELECT "resourceId", -count(*) FROM removed GROUP BY "resourceId" ORDER BY "resourceId"
+    ON CONFLICT ("resourceId") DO UPDATE SET n = c.n + excluded.n;
+  RETURN NULL;
+END
+$fn$""",
+    """CREATE OR REPLACE FUNCTION {s}.workmem_count_moved() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  -- two count rows, locked in "resourceId" order like the statement triggers do
+  INSERT INTO {s}.{counts} AS c ("resourceId", n)
+    SELECT moved.rid, moved.n FROM (VALUES (OLD."resourceId", -1), (NEW."resourceId", 1)) AS moved(rid, n)
+    ORDER BY moved.rid
+    ON CONFLICT ("resourceId") DO UPDATE SET n = c.n + excluded.n;
+  RETURN NULL;
+END
+$fn$""",
+    """CREATE OR REPLACE FUNCTION {s}.workmem_count_truncated() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  DELETE FROM {s}.{counts};
+  RETURN NULL;
+END
+$fn$""",
+)
+
+_COUNT_TRIGGERS = """DO $do$ BEGIN
+  -- First start (or a trigger was dropped): create the counts and triggers, then count what is there.
+  IF to_regclass('{s}.{counts}') IS NULL OR (
+    SELECT count(*) FROM pg_trigger WHERE tgrelid = '{s}.{threads}'::regclass AND tgname IN (
+      'workmem_count_insert', 'workmem_count_delete', 'workmem_count_move', 'workmem_count_truncate')) < 4
+  THEN
+    CREATE TABLE IF NOT EXISTS {s}.{counts} ("resourceId" text NOT NULL PRIMARY KEY, n bigint NOT NULL);
+    DROP TRIGGER IF EXISTS workmem_count_insert ON {s}.{threads};
+    DROP TRIGGER IF EXISTS workmem_count_delete ON {s}.{threads};
+    DROP TRIGGER IF EXISTS workmem_count_move ON {s}.{threads};
+    DROP TRIGGER IF EXISTS workmem_count_truncate ON {s}.{threads};
+    CREATE TRIGGER workmem_count_insert AFTER INSERT ON {s}.{threads}
+      REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION {s}.workmem_count_inserted();
+    CREATE TRIGGER workmem_count_delete AFTER DELETE ON {s}.{threads}
+      REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION {s}.workmem_count_deleted();
+    CREATE TRIGGER workmem_count_move AFTER UPDATE OF "resourceId" ON {s}.{threads} FOR EACH ROW
+      WHEN (OLD."resourceId" IS DISTINCT FROM NEW."resourceId") EXECUTE FUNCTION {s}.workmem_count_moved();
+    CREATE TRIGGER workmem_count_truncate AFTER TRUNCATE ON {s}.{threads}
+      FOR EACH STATEMENT EXECUTE FUNCTION {s}.workmem_count_truncated();
+    -- The triggers hold the table against writers until commit: nothing is missed or counted twice.
+    DELETE FROM {s}.{counts};
+    INSERT INTO {s}.{counts} ("resourceId", n) SELECT "resourceId", count(*) FROM {s}.{threads} GROUP BY "resourceId";
+  END IF;
+END $do$"""
+
 _MERGE_PATCH = """
 CREATE OR REPLACE FUNCTION {s}.workmem_merge_patch(target json, patch json) RETURNS json
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 BEGIN
   -- RFC 7396, section 2: objects merge recursively, null deletes, anything else replaces.
   -- json, not jsonb: numbers stay as written and keys keep their order (kept keys, then new ones).
+  -- Built as compact text (no spaces), the text Python's dump_json writes, so every backend stores the same.
   IF json_typeof(patch) IS DISTINCT FROM 'object' THEN
     RETURN patch;
   END IF;
@@ -65,7 +142,8 @@ BEGIN
     target := '{{}}';
   END IF;
   RETURN COALESCE((
-    SELECT json_object_agg(merged.key, merged.value ORDER BY merged.side, merged.position) FROM (
+    SELECT CAST('{{' || string_agg(to_json(merged.key)::text || ':' || merged.value::text, ','
+                                   ORDER BY merged.side, merged.position) || '}}' AS json) FROM (
       SELECT t.key, CASE WHEN p.key IS NULL THEN t.value ELSE {s}.workmem_merge_patch(t.value, p.value) END,
              0, t.position
       FROM json_each(target) WITH ORDINALITY AS t(key, value, position)
@@ -76,6 +154,21 @@ BEGIN
       FROM json_each(patch) WITH ORDINALITY AS p(key, value, position)
       WHERE json_typeof(p.value) <> 'null' AND p.key NOT IN (SELECT key FROM json_each(target))
     ) AS merged(key, value, side, position)), '{{}}');
+END
+$fn$
+"""
+
+_CHECK_SIZE = """
+CREATE OR REPLACE FUNCTION {s}.workmem_checked_metadata(metadata jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+  -- A shallow merge of two valid objects can exceed the limit: refuse it rather than store a record
+  -- that no reader accepts. jsonb text has a space after each ':' and ',', so near the limit this is
+  -- slightly stricter than Python's compact measure.
+  IF octet_length(metadata::text) > {limit} THEN
+    RAISE EXCEPTION 'merged metadata is larger than % bytes as JSON', {limit} USING ERRCODE = '{too_large}';
+  END IF;
+  RETURN metadata;
 END
 $fn$
 """
@@ -143,22 +236,30 @@ class PostgresDialect(Dialect):
         return [(f'"{column}"', f"({stamp} AT TIME ZONE 'UTC')"), (f'"{column}Z"', stamp)]
 
     def shallow_merge(self, old: str, new: str) -> str:
-        return f"COALESCE({old}, CAST('{{}}' AS jsonb)) || {new}"
+        return f"{self._prefix}.workmem_checked_metadata(COALESCE({old}, CAST('{{}}' AS jsonb)) || {new})"
 
     def ddl(self) -> list[str]:
-        names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES}
+        names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES, "counts": COUNTS}
         functions = [
             template.format(
                 **names, blank=_BLANK, format_error=FORMAT_ERROR, too_large=TOO_LARGE_ERROR, limit=MAX_TEXT_BYTES
             )
-            for template in (_MERGE_PATCH, _MERGE_DOCUMENT)
+            for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE)
         ]
         return [
             f"SELECT pg_advisory_xact_lock({DDL_LOCK})",
             f"CREATE SCHEMA IF NOT EXISTS {self._prefix}",
             *(sql.format(**names) for sql in _TABLES),
             *functions,
+            *(sql.format(**names) for sql in _COUNT_FUNCTIONS),
+            _COUNT_TRIGGERS.format(**names),
         ]
+
+    def thread_count(self, resource_id: str) -> str:
+        return f'COALESCE((SELECT n FROM {self._prefix}.{COUNTS} WHERE "resourceId" = {resource_id}), 0)'
+
+    def count_threads(self, resource_id: str) -> Statement:
+        return Statement(f"SELECT {self.thread_count(':resource_id')}", {"resource_id": resource_id})
 
     def merge_statement(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> Statement:
         merge = f"{self._prefix}.workmem_merge_document"
@@ -180,8 +281,11 @@ class PostgresDialect(Dialect):
         stored = "CASE WHEN jsonb_typeof(metadata -> 'workingMemory') = 'string' THEN metadata ->> 'workingMemory' END"
         sets = ", ".join(f"{column} = {value}" for column, value in stamps)
         sql = (
-            f"UPDATE {self.threads} SET metadata = COALESCE(metadata, CAST('{{}}' AS jsonb)) || "
-            f"jsonb_build_object('workingMemory', {merge}({stored}, CAST(:patch AS json))), {sets} "
+            f"UPDATE {self.threads} SET metadata = "
+            + self.shallow_merge(
+                "metadata", f"jsonb_build_object('workingMemory', {merge}({stored}, CAST(:patch AS json)))"
+            )
+            + f", {sets} "
             'WHERE id = :id AND (CAST(:owner AS text) IS NULL OR "resourceId" = CAST(:owner AS text)) '
             "RETURNING metadata ->> 'workingMemory'"
         )

@@ -3,17 +3,25 @@
 Rows come from :meth:`Dialect.resource_columns` / :meth:`Dialect.thread_columns`:
 metadata as JSON text (or bytes, or an already decoded object), timestamps as
 ``datetime`` or ISO-8601 text.
+
+Rows are what the database already holds, so records are built with
+:func:`~workmem.records.trusted_thread` / :func:`~workmem.records.trusted_resource`
+(no re-validation); this module guarantees what those need: ``str`` ids and
+title (anything else goes through the validating constructor, which refuses
+it), metadata a ``dict`` or ``None``, timestamps UTC with whole milliseconds.
+Each value is parsed once: the ``…Z`` text libSQL keeps takes one
+``fromisoformat``, a ``datetime`` already in UTC milliseconds is used as is.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from workmem.errors import WorkmemError
-from workmem.records import Resource, Thread
+from workmem.records import Resource, Thread, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize
 from workmem.validation import MAX_SAFE_INT
 
@@ -27,33 +35,63 @@ def _number(text: str) -> int | float:
     return value if abs(value) <= MAX_SAFE_INT else float(text)
 
 
+_decoder = json.JSONDecoder(parse_int=_number)  # built once (json.loads builds one per call)
+_scan: Callable[[str, int], tuple[Any, int]] = _decoder.scan_once  # type: ignore[attr-defined]
+# (the C scanner: one value from an index, without decode()'s whitespace handling)
+
+
 def load_json(text: str | bytes) -> Any:
     """Parse stored JSON text."""
-    return json.loads(text, parse_int=_number)
+    if not isinstance(text, str):
+        text = text.decode("utf-8")
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:  # leading whitespace, or no value at all: decode() handles or explains it
+        end = -1
+    return value if end == len(text) else _decoder.decode(text)
 
 
 def load_object(value: Any) -> dict[str, Any] | None:
     """Stored metadata as a dict (``None`` stays ``None``)."""
-    if value is None or isinstance(value, dict):
+    if value is None or type(value) is dict:
         return value
-    parsed = load_json(value)
+    parsed = value if isinstance(value, dict) else load_json(value)
     if not isinstance(parsed, dict):
         raise WorkmemError(f"stored metadata is a JSON {type(parsed).__name__}, not an object")
     return parsed
 
 
+_fromisoformat = datetime.fromisoformat
+
+
 def decode_time(value: Any) -> datetime:
-    """A stored timestamp: ``datetime`` (naive means UTC) or ISO-8601 text."""
-    if isinstance(value, datetime):
+    """A stored timestamp: ``datetime`` (naive means UTC) or ISO-8601 text, as UTC milliseconds."""
+    if type(value) is str and len(value) == 24 and value[19] == "." and value[23] == "Z":
+        # 2025-01-02T03:04:05.678Z, as workmem and Mastra write it: already UTC milliseconds.
+        try:
+            return _fromisoformat(value)
+        except ValueError:
+            pass  # not a date after all: from_iso explains
+    elif isinstance(value, datetime):
+        if value.tzinfo is UTC:
+            return value if value.microsecond % 1000 == 0 else normalize(value)
         return normalize(value if value.tzinfo is not None else value.replace(tzinfo=UTC))
     return from_iso(str(value))
 
 
 def resource_from_row(row: Sequence[Any]) -> Resource:
     rid, working_memory, metadata, created_at, updated_at = row[:5]
-    return Resource(rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at))
+    if type(rid) is not str or (working_memory is not None and type(working_memory) is not str):
+        return Resource(rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at))
+    return trusted_resource(
+        rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at)
+    )
 
 
 def thread_from_row(row: Sequence[Any]) -> Thread:
     tid, resource_id, title, metadata, created_at, updated_at = row[:6]
-    return Thread(tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at))
+    if type(tid) is not str or type(resource_id) is not str or type(title) is not str:
+        return Thread(tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at))
+    return trusted_thread(
+        tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at)
+    )
