@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import pymongo
 import pytest
-from servers import server_url
-from test_mongodb_server import fresh_database_url
+from backends import fresh_mongodb_url
 
 from workmem.conformance import ConformanceTests
 
@@ -25,7 +23,5 @@ class TestMongoDBConformance(ConformanceTests):
 
     @pytest.fixture
     def workmem_target(self) -> Iterator[str]:
-        url, name = fresh_database_url(server_url("mongodb"))
-        yield url
-        with pymongo.MongoClient(url, serverSelectionTimeoutMS=5000) as client:
-            client.drop_database(name)
+        with fresh_mongodb_url() as url:
+            yield url

@@ -125,3 +125,13 @@ def test_core_imports_no_driver() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_negative_zero_is_stored_as_zero_everywhere() -> None:
+    import math
+
+    thread = workmem.Thread("t", "r", metadata={"z": -0.0, "deep": [{"z": -0.0}], "x": -1.5})
+    assert thread.metadata is not None
+    assert math.copysign(1.0, thread.metadata["z"]) == 1.0
+    assert math.copysign(1.0, thread.metadata["deep"][0]["z"]) == 1.0
+    assert thread.metadata["x"] == -1.5

@@ -10,9 +10,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import pymongo
 import pytest
-from servers import server_url
+from backends import fresh_mongodb_url
 from test_mongodb_behaviour import MongoBehaviour
 
 from workmem.adapters.mongodb import MongoStorage
@@ -35,10 +34,8 @@ def fresh_database_url(url: str) -> tuple[str, str]:
 @pytest.fixture
 def database_url() -> Iterator[str]:
     """A URL naming a fresh database on the real server; the database is dropped afterwards."""
-    url, name = fresh_database_url(server_url("mongodb"))
-    yield url
-    with pymongo.MongoClient(url, serverSelectionTimeoutMS=5000) as client:
-        client.drop_database(name)
+    with fresh_mongodb_url() as url:
+        yield url
 
 
 @pytest.fixture

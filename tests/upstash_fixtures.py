@@ -107,11 +107,10 @@ def bridge() -> Iterator[Bridge]:
 @pytest.fixture
 def upstash_prefix(bridge: Bridge) -> Iterator[str]:
     """A fresh random key prefix; every key under it is deleted afterwards."""
-    prefix = f"wm_test_{secrets.token_hex(6)}:"
-    try:
+    from backends import fresh_upstash_prefix
+
+    with fresh_upstash_prefix(bridge) as prefix:
         yield prefix
-    finally:
-        delete_prefix(bridge, prefix)
 
 
 @pytest.fixture

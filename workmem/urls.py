@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 
-__all__ = ["SECRET_QUERY_KEYS", "mask_secrets", "mask_url", "scheme_of"]
+__all__ = ["SECRET_QUERY_KEYS", "mask_exception", "mask_secrets", "mask_url", "scheme_of"]
 
 SECRET_QUERY_KEYS = frozenset({"password", "pass", "pwd", "token", "authtoken", "auth_token", "secret", "apikey"})
 MASK = "***"
@@ -38,3 +39,24 @@ def mask_secrets(text: str, *secrets: str | None) -> str:
             for form in {secret, quote(secret, safe=""), quote(secret)}:
                 text = text.replace(form, MASK)
     return text
+
+
+def mask_exception(exc: BaseException, *secrets: str | None) -> bool:
+    """Mask ``secrets`` in the string ``args`` of ``exc`` and of every exception it chains; ``True`` if now clean.
+
+    A driver's exception that quotes a password or token (a server echoing the
+    credentials, a parser quoting the URL) stays reachable as ``__cause__`` or
+    ``__context__`` of the error raised for it; scrubbed in place, it can stay
+    there for debugging.
+    """
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if any(current is done for done in seen):
+            continue
+        seen.append(current)
+        with contextlib.suppress(Exception):  # read-only args: judged by its text below
+            current.args = tuple(mask_secrets(a, *secrets) if isinstance(a, str) else a for a in current.args)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return all(mask_secrets(text, *secrets) == text for e in seen for text in (str(e), repr(e)))

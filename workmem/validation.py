@@ -11,6 +11,10 @@ way everywhere:
   JavaScript and in Lua), finite ``float``, ``str``, ``list``, and ``dict`` with
   ``str`` keys; nesting at most 32 deep (MongoDB allows 100 levels per document);
 * working memory and metadata: at most 4 MiB each once UTF-8 / JSON encoded.
+
+Validated JSON comes back as a plain copy in which ``-0.0`` is ``0.0`` (equal in
+Python; PostgreSQL's ``numeric`` has no negative zero), so every backend stores
+the same value.
 """
 
 from __future__ import annotations
@@ -112,7 +116,11 @@ def validate_json_object(value: object, what: str = "metadata") -> dict[str, Any
     _check_value(plain, what, 1)
     if len(dump_json(plain).encode("utf-8")) > MAX_TEXT_BYTES:
         raise ValidationError(f"{what} is larger than {MAX_TEXT_BYTES} bytes as JSON")
-    return json.loads(dump_json(plain))  # type: ignore[no-any-return]
+    return json.loads(dump_json(plain), parse_float=_float)  # type: ignore[no-any-return]
+
+
+def _float(text: str) -> float:
+    return float(text) + 0.0  # -0.0 + 0.0 is 0.0; every other float is unchanged
 
 
 def dump_json(value: Any) -> str:

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
-from workmem.urls import mask_secrets, mask_url
+from workmem.urls import mask_exception, mask_secrets, mask_url
 
 if TYPE_CHECKING:
     from pymongo import MongoClient
@@ -83,7 +83,11 @@ def open_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> Mongo
     pymongo = import_driver("pymongo", "mongodb")
     errors = import_driver("pymongo.errors", "mongodb")
     with driver_errors(errors, secrets, "connect"):
-        client: MongoClient[dict[str, Any]] = pymongo.MongoClient(url, **client_options(url, options))
+        try:
+            client: MongoClient[dict[str, Any]] = pymongo.MongoClient(url, **client_options(url, options))
+        except (ValueError, TypeError) as exc:  # pymongo's URL parser: a port that is not a number, ...
+            cause = exc if mask_exception(exc, *secrets.passwords) else None
+            raise ValidationError(secrets.mask(f"invalid MongoDB URL {secrets.masked_url}: {exc}")) from cause
     return client
 
 
@@ -101,10 +105,11 @@ def driver_errors(errors: ModuleType, secrets: Secrets, action: str) -> Iterator
         yield
     except errors.PyMongoError as exc:
         message = secrets.mask(f"mongodb {action} failed ({secrets.masked_url}): {type(exc).__name__}: {exc}")
+        cause = exc if mask_exception(exc, *secrets.passwords) else None
         if isinstance(exc, errors.ConnectionFailure):
-            raise BackendUnavailableError(message) from exc
+            raise BackendUnavailableError(message) from cause
         if isinstance(exc, errors.ConfigurationError):
             if "DNS" in str(exc):
-                raise BackendUnavailableError(message) from exc
-            raise ValidationError(message) from exc
-        raise WorkmemError(message) from exc
+                raise BackendUnavailableError(message) from cause
+            raise ValidationError(message) from cause
+        raise WorkmemError(message) from cause

@@ -28,8 +28,8 @@ from workmem.storage import Capabilities
 from workmem.urls import SECRET_QUERY_KEYS, mask_url
 
 from .sql import Result, SqlStorage, Statement
-from .sql.postgres import FORMAT_ERROR, TOO_LARGE_ERROR, PostgresDialect
-from .sql.storage import check_options, driver_error
+from .sql.postgres import FORMAT_ERROR, NEAR_LIMIT_ERROR, TOO_LARGE_ERROR, PostgresDialect
+from .sql.storage import ExactCheckNeeded, check_options, driver_error
 
 __all__ = ["PostgresStorage", "parse_postgres_url"]
 
@@ -51,7 +51,7 @@ def parse_postgres_url(url: str) -> tuple[str, str]:
 
 def _secrets(conninfo: str) -> list[str]:
     parts = urlsplit(conninfo)
-    found = [unquote(parts.password)] if parts.password else []
+    found = [parts.password, unquote(parts.password)] if parts.password else []  # as written, and decoded
     return found + [value for key, value in parse_qsl(parts.query) if key.lower() in SECRET_QUERY_KEYS]
 
 
@@ -140,6 +140,8 @@ class PostgresStorage(SqlStorage):
 
     def _error(self, exc: BaseException) -> WorkmemError:
         state = getattr(exc, "sqlstate", None)
+        if state == NEAR_LIMIT_ERROR:
+            return ExactCheckNeeded(str(exc.diag.message_primary))  # type: ignore[attr-defined]
         if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
             kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]

@@ -32,13 +32,15 @@ from workmem.validation import MAX_TEXT_BYTES, dump_json
 
 from .dialect import PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 
-__all__ = ["COUNTS", "FORMAT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
+__all__ = ["COUNTS", "FORMAT_ERROR", "NEAR_LIMIT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
 
 COUNTS = "workmem_thread_counts"
 """workmem's table of threads per resource, kept by triggers on ``mastra_threads``."""
 
 FORMAT_ERROR = "WM001"
 """SQLSTATE raised when stored working memory is not a JSON object."""
+NEAR_LIMIT_ERROR = "WM003"
+"""SQLSTATE raised when merged metadata may be over the limit: the exact measure decides, under a row lock."""
 TOO_LARGE_ERROR = "WM002"
 """SQLSTATE raised when a merged document is larger than the limit."""
 
@@ -162,11 +164,12 @@ _CHECK_SIZE = """
 CREATE OR REPLACE FUNCTION {s}.workmem_checked_metadata(metadata jsonb) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 BEGIN
-  -- A shallow merge of two valid objects can exceed the limit: refuse it rather than store a record
-  -- that no reader accepts. jsonb text has a space after each ':' and ',', so near the limit this is
-  -- slightly stricter than Python's compact measure.
+  -- A shallow merge of two valid objects can exceed the limit. jsonb text has a space after each ':'
+  -- and ',' and normalizes numbers, so it over-measures Python's compact JSON: under the limit here is
+  -- under it everywhere; above it, the statement stops (nothing written) and workmem decides with the
+  -- exact measure under a row lock.
   IF octet_length(metadata::text) > {limit} THEN
-    RAISE EXCEPTION 'merged metadata is larger than % bytes as JSON', {limit} USING ERRCODE = '{too_large}';
+    RAISE EXCEPTION 'merged metadata may be larger than % bytes as JSON', {limit} USING ERRCODE = '{near_limit}';
   END IF;
   RETURN metadata;
 END
@@ -242,7 +245,12 @@ class PostgresDialect(Dialect):
         names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES, "counts": COUNTS}
         functions = [
             template.format(
-                **names, blank=_BLANK, format_error=FORMAT_ERROR, too_large=TOO_LARGE_ERROR, limit=MAX_TEXT_BYTES
+                **names,
+                blank=_BLANK,
+                format_error=FORMAT_ERROR,
+                too_large=TOO_LARGE_ERROR,
+                near_limit=NEAR_LIMIT_ERROR,
+                limit=MAX_TEXT_BYTES,
             )
             for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE)
         ]

@@ -35,13 +35,22 @@ from workmem.storage import (
     thread_working_memory,
 )
 from workmem.timestamps import utc_now
-from workmem.urls import mask_secrets
+from workmem.urls import mask_exception, mask_secrets
 from workmem.validation import validate_id, validate_json_object
 
 from .dialect import Dialect, Statement
 from .rows import load_json, resource_from_row, thread_from_row
 
-__all__ = ["Result", "Session", "SqlStorage", "check_options", "driver_error"]
+__all__ = ["ExactCheckNeeded", "Result", "Session", "SqlStorage", "check_options", "driver_error"]
+
+
+class ExactCheckNeeded(WorkmemError):
+    """Internal: a one-statement update stopped, nothing written, because only the exact limit check can decide.
+
+    The database's cheap size measure over-estimates (PostgreSQL's jsonb text); :class:`SqlStorage`
+    catches this and redoes the operation as a row-locked read-modify-write measured in Python, so
+    every backend accepts and refuses the same input.
+    """
 
 
 def check_options(options: Mapping[str, Any], known: frozenset[str], backend: str) -> None:
@@ -56,12 +65,12 @@ def driver_error(
 ) -> WorkmemError:
     """A workmem error for a driver's ``exc``, secrets masked, to ``raise error from error.__cause__``.
 
-    The cause is ``exc``, or ``None`` when ``exc``'s own message shows a secret.
+    The cause is ``exc`` with any secret masked in place (it is also the
+    ``__context__`` of the raise), or ``None`` when it cannot be masked.
     """
-    text = str(exc)
-    masked = mask_secrets(text, *secrets)
+    masked = mask_secrets(str(exc), *secrets)
     error = kind(f"{context}: {masked}")
-    error.__cause__ = exc if masked == text else None
+    error.__cause__ = exc if mask_exception(exc, *secrets) else None
     error.__suppress_context__ = True
     return error
 
@@ -118,7 +127,10 @@ class SqlStorage(MemoryStorage):
         now = utc_now()
         if self.dialect.native_shallow_merge:
             statement = self.dialect.update_resource(resource_id, working_memory, new_metadata, now)
-            return resource_from_row(self._execute(statement).rows[0])
+            try:
+                return resource_from_row(self._execute(statement).rows[0])
+            except ExactCheckNeeded:
+                pass  # near the size limit: decided below, under a row lock
         with self._transaction() as tx:
             old = self._lock_resource(tx, resource_id, now)
             new = updated_resource(old, resource_id, working_memory, new_metadata, now)
@@ -162,10 +174,14 @@ class SqlStorage(MemoryStorage):
         title, new_metadata = check_thread_update(title, metadata)
         now = utc_now()
         if self.dialect.native_shallow_merge:
-            rows = self._execute(self.dialect.update_thread(thread_id, title, new_metadata, now)).rows
-            if not rows:
+            try:
+                rows = self._execute(self.dialect.update_thread(thread_id, title, new_metadata, now)).rows
+            except ExactCheckNeeded:
+                rows = None  # near the size limit: decided below, under a row lock
+            if rows == []:
                 raise ThreadNotFoundError(thread_id)
-            return thread_from_row(rows[0])
+            if rows:
+                return thread_from_row(rows[0])
         with self._transaction() as tx:
             new = updated_thread(self._lock_thread(tx, thread_id), title, new_metadata, now)
             tx.execute(self.dialect.write_thread(new))
@@ -215,13 +231,17 @@ class SqlStorage(MemoryStorage):
         now = utc_now()
         statement = self.dialect.merge_statement(target, valid_patch, now)
         if statement is not None:
-            rows = self._execute(statement).rows
-            if not rows:
+            try:
+                rows = self._execute(statement).rows
+            except ExactCheckNeeded:
+                rows = None  # near the size limit: decided below, under a row lock
+            if rows == []:
                 raise self._not_merged(target)
-            merged = load_json(rows[0][0])
-            if not isinstance(merged, dict):
-                raise WorkmemError("the database returned a merged document that is not an object")
-            return merged
+            if rows:
+                merged = load_json(rows[0][0])
+                if not isinstance(merged, dict):
+                    raise WorkmemError("the database returned a merged document that is not an object")
+                return merged
         with self._transaction() as tx:
             if target.scope == "resource":
                 assert target.resource_id is not None

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
-from workmem.urls import mask_secrets, mask_url
+from workmem.urls import mask_exception, mask_secrets, mask_url
 
 from .scripts import Script
 
@@ -50,6 +50,7 @@ class UpstashSettings:
         try:
             parts = urlsplit(url)
             query = dict(parse_qsl(parts.query, keep_blank_values=True))
+            port = parts.port
         except ValueError:
             raise ValidationError(f"not a valid Upstash URL: {mask_url(url)}") from None
         values: dict[str, Any] = {**query, **options}
@@ -65,7 +66,7 @@ class UpstashSettings:
         elif scheme in ("upstash", "upstash+https", "upstash+http"):
             if not parts.hostname:
                 raise ValidationError(f"{mask_url(url)} has no host")
-            host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+            host = parts.hostname if port is None else f"{parts.hostname}:{port}"
             http = "http" if scheme == "upstash+http" else "https"
             rest_url = urlunsplit((http, host, parts.path.rstrip("/"), "", ""))
         else:
@@ -133,12 +134,14 @@ class RestClient:
             message = self._mask(str(exc))
             if message.startswith("NOSCRIPT"):
                 raise _NoScript(message) from None
+            cause = exc if mask_exception(exc, self._token) else None  # a server may echo the token
             if message.upper().startswith(_UNAVAILABLE) or "could not reach redis" in message:
-                raise BackendUnavailableError(f"Upstash at {self._where}: {message}") from exc
-            raise WorkmemError(f"Upstash at {self._where} refused {what}: {message}") from exc
+                raise BackendUnavailableError(f"Upstash at {self._where}: {message}") from cause
+            raise WorkmemError(f"Upstash at {self._where} refused {what}: {message}") from cause
         except Exception as exc:  # httpx transport errors, a body that is not JSON, ...
             detail = self._mask(f"{type(exc).__name__}: {exc}")
-            raise BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}") from exc
+            cause = exc if mask_exception(exc, self._token) else None
+            raise BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}") from cause
 
     def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         """Run a script by SHA-1, sending its source only when the server does not have it cached."""
