@@ -14,6 +14,7 @@ the libSQL adapter is not available).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import json
 import os
@@ -21,7 +22,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TextIO
 
@@ -124,6 +125,9 @@ def _given(url: str, err: TextIO) -> Iterator[str]:
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Entry point of the ``workmem`` console script; returns the exit status."""
+    if not faulthandler.is_enabled():
+        with suppress(Exception):  # stderr without a file descriptor (captured): go without
+            faulthandler.enable()  # a crash in a native driver then shows where it happened
     args = _parser().parse_args(argv)
     out, err = out or sys.stdout, err or sys.stderr
     if args.command == "conformance":
