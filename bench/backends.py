@@ -20,8 +20,6 @@ import os
 import secrets
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -30,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import workmem
+from workmem.bridge import BridgeProcess, spawn_bridge
 from workmem.storage import MemoryStorage
 from workmem.urls import mask_url
 
@@ -132,43 +131,7 @@ def _libsql() -> Iterator[Namespace]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@dataclass
-class _Bridge:
-    url: str
-    token: str
-    process: subprocess.Popen[str]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
-
-
-def _start_bridge(redis_url: str) -> _Bridge:
-    token = secrets.token_urlsafe(24)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workmem.bridge", "--redis", redis_url, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "WORKMEM_BRIDGE_TOKEN": token},
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        _, err = process.communicate(timeout=10)
-        raise Unavailable(f"the workmem bridge did not start: {line.strip()!r} {err.strip()[-300:]!r}")
-    return _Bridge(line.split("listening on ", 1)[1].split()[0], token, process)
-
-
-def _delete_prefix(bridge: _Bridge, prefix: str) -> None:
+def _delete_prefix(bridge: BridgeProcess, prefix: str) -> None:
     from upstash_redis import Redis
 
     from workmem.adapters.upstash.keys import glob_escape
@@ -195,7 +158,10 @@ def _upstash() -> Iterator[Namespace]:
     except ImportError:
         raise Unavailable("the upstash-redis driver is not installed: pip install 'workmem[upstash]'") from None
     redis_url, how = _server("redis")
-    bridge = _start_bridge(redis_url)
+    try:
+        bridge = spawn_bridge(redis_url)
+    except RuntimeError as exc:
+        raise Unavailable(f"the workmem bridge did not start: {exc}") from None
     prefix = f"wmbench_{_token()}:"
     try:
         rest = bridge.url.split("://", 1)[1]

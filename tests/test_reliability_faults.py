@@ -45,6 +45,7 @@ from servers import port_open, server_url
 from upstash_fixtures import Bridge, delete_prefix, raw_client, stop_bridge
 
 import workmem
+from workmem.bridge import spawn_bridge
 from workmem.errors import BackendUnavailableError, ThreadOwnershipError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
@@ -272,21 +273,7 @@ def free_port() -> int:
 
 def start_bridge_on(redis_url: str, token: str, port: int) -> Bridge:
     """``python -m workmem.bridge`` on a given port (so that it can come back on the same one)."""
-    env = {**os.environ, "WORKMEM_BRIDGE_TOKEN": token}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workmem.bridge", "--redis", redis_url, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        process.wait()
-        raise RuntimeError(f"the bridge did not start on port {port}: {line!r}")
-    return Bridge(line.split("listening on ", 1)[1].split()[0], token, redis_url, process)
+    return spawn_bridge(redis_url, token=token, port=port)
 
 
 def sigkill(process: subprocess.Popen[str]) -> None:

@@ -8,63 +8,26 @@ is deleted afterwards (SCAN + DEL of that prefix only).
 
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from servers import server_url
 
+from workmem.bridge import BridgeProcess, spawn_bridge
+
 __all__ = ["Bridge", "bridge", "delete_prefix", "raw_client", "start_bridge", "upstash_url"]
 
 
-@dataclass(frozen=True)
-class Bridge:
-    """A running bridge: its base URL and token, and the redis-server behind it."""
-
-    url: str
-    token: str
-    redis_url: str
-    process: subprocess.Popen[str]
-
-    def storage_url(self, prefix: str) -> str:
-        return f"upstash+{self.url}?token={self.token}&prefix={prefix}"
+Bridge = BridgeProcess
 
 
 def start_bridge(redis_url: str, token: str | None = None) -> Bridge:
     """Start ``python -m workmem.bridge`` on a free port and wait until it listens."""
-    token = token or secrets.token_urlsafe(24)
-    env = {**os.environ, "WORKMEM_BRIDGE_TOKEN": token}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workmem.bridge", "--redis", redis_url, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if "listening on " not in line:
-        process.kill()
-        _, err = process.communicate(timeout=10)
-        raise RuntimeError(f"the bridge did not start: {line!r} {err!r}")
-    url = line.split("listening on ", 1)[1].split()[0]
-    return Bridge(url, token, redis_url, process)
+    return spawn_bridge(redis_url, token=token)
 
 
 def stop_bridge(bridge: Bridge) -> None:
-    bridge.process.terminate()
-    try:
-        bridge.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        bridge.process.kill()
-        bridge.process.wait()
-    for stream in (bridge.process.stdout, bridge.process.stderr):
-        if stream is not None:
-            stream.close()
+    bridge.stop()
 
 
 def raw_client(bridge: Bridge, **options: object) -> object:
