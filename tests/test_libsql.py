@@ -25,7 +25,7 @@ from test_sql_contract import T0, MakeStorage, SqlContract
 
 import workmem
 from workmem import BackendUnavailableError, Resource, Thread, ThreadOwnershipError, ValidationError
-from workmem.adapters.libsql import LibSQLStorage, parse_libsql_url
+from workmem.adapters.libsql import LibSQLStorage, _Pool, parse_libsql_url
 
 pytestmark = pytest.mark.backend("libsql")
 
@@ -327,3 +327,130 @@ def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
     assert set(tables) - set(mastra_tables) == {"workmem_thread_counts", "workmem_thread_replaced"}
     # the counts were filled from the threads Mastra had written, when the database was first opened
     assert dict(conn.execute('SELECT "resourceId", n FROM workmem_thread_counts').fetchall()) == {"user-1": 3}
+
+
+class _Opener:
+    """Stands in for the driver's connect(): counts what is open at once."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.opened = 0
+        self.fail = fail
+
+    def __call__(self) -> object:
+        if self.fail:
+            self.fail -= 1
+            raise BackendUnavailableError("cannot open")
+        self.opened += 1
+        return object()
+
+
+def test_pool_lends_the_warmest_connection_and_opens_only_what_is_needed() -> None:
+    opener = _Opener()
+    pool = _Pool(opener, size=3, wait=1.0)
+    a, b = pool.take(), pool.take()
+    pool.give(a, True)
+    pool.give(b, True)
+    assert pool.take() is b and opener.opened == 2  # the last given back comes out first
+    pool.give(b, False)  # let go: its place is free again
+    assert pool.take() is a
+    c, d = pool.take(), pool.take()
+    assert opener.opened == 4 and len({id(a), id(c), id(d)}) == 3
+
+
+def test_pool_waits_for_a_connection_then_gives_up() -> None:
+    pool = _Pool(_Opener(), size=1, wait=0.3)
+    held = pool.take()
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError, match="pool_size"):
+        pool.take()
+    assert time.monotonic() - started >= 0.25
+    got: list[object] = []
+    taker = threading.Thread(target=lambda: got.append(pool.take()))
+    taker.start()
+    time.sleep(0.05)
+    pool.give(held, True)
+    taker.join(timeout=5)
+    assert got == [held]
+
+
+def test_pool_never_has_more_than_size_open_under_contention() -> None:
+    opener = _Opener()
+    pool = _Pool(opener, size=3, wait=10.0)
+    lent: set[int] = set()
+    peak = [0]
+    guard = threading.Lock()
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for i in range(300):
+                conn = pool.take()
+                with guard:
+                    assert id(conn) not in lent  # one thread at a time per connection
+                    lent.add(id(conn))
+                    peak[0] = max(peak[0], len(lent))
+                with guard:
+                    lent.discard(id(conn))
+                pool.give(conn, i % 50 != 0)  # now and then one is let go and reopened
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not errors and peak[0] <= 3
+    assert len(pool.idle) <= 3
+
+
+def test_pool_failed_open_frees_its_place_and_close_wakes_waiters() -> None:
+    pool = _Pool(_Opener(fail=1), size=1, wait=5.0)
+    with pytest.raises(BackendUnavailableError, match="cannot open"):
+        pool.take()
+    held = pool.take()  # the failed open did not keep the only place
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            pool.take()
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.1)
+    started = time.monotonic()
+    pool.close()
+    waiter.join(timeout=5)
+    assert time.monotonic() - started < 2 and "closed" in str(outcome[0])
+    pool.give(held, True)  # given back after close: let go, not kept
+    assert pool.idle == []
+
+
+_FOREIGN_ROWS = (  # shapes another program may have stored: the fast read path must map them like the general one
+    ("plain", "'{\"a\": 1}'", "'2025-01-02T03:04:05.678Z'", {"a": 1}),
+    ("null", "NULL", "'2025-01-02T03:04:05.678Z'", None),
+    ("jsonb", "jsonb('{\"a\": [true]}')", "'2025-01-02T03:04:05.678Z'", {"a": [True]}),
+    ("naive", "NULL", "'2025-01-02 03:04:05.678'", None),
+    ("offset", "NULL", "'2025-01-02T04:04:05.678+01:00'", None),
+    ("bigint", "'{\"n\": 100000000000000000000}'", "'2025-01-02T03:04:05.678Z'", {"n": 1e20}),
+)
+
+
+def test_reads_map_rows_other_programs_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "agent.db"
+    with workmem.connect(f"file:{path}") as storage:
+        conn = raw(path)
+        for name, metadata, stamp, _ in _FOREIGN_ROWS:
+            conn.execute(f"INSERT INTO mastra_threads VALUES ('{name}', 'r', 't', {metadata}, {stamp}, {stamp})")
+            conn.execute(f"INSERT INTO mastra_resources VALUES ('{name}', 'wm', {metadata}, {stamp}, {stamp})")
+        for name, _, _, want in _FOREIGN_ROWS:
+            thread, resource = storage.get_thread(name), storage.get_resource(name)
+            assert thread == Thread(name, "r", "t", want, T0, T0), name
+            assert resource == Resource(name, "wm", want, T0, T0), name
+            assert storage.get_thread(name, resource_id="other") is None
+        conn.execute("INSERT INTO mastra_threads VALUES ('bad', 'r', 't', 'not json', '', '')")
+        with pytest.raises(BackendUnavailableError, match="malformed JSON"):
+            storage.get_thread("bad")
+        assert storage.get_thread("missing") is None and storage.get_resource("missing") is None

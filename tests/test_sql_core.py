@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from workmem import UNSET, Resource, Thread, ValidationError
+from workmem import UNSET, Resource, Thread, ValidationError, WorkmemError
 from workmem.adapters.sql import Statement, identifier
 from workmem.adapters.sql.dialect import placeholder_names
 from workmem.adapters.sql.postgres import PostgresDialect
-from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row
+from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row, thread_from_row
 from workmem.adapters.sql.sqlite import SQLiteDialect
 from workmem.changes import merge_document, updated_resource
 from workmem.storage import ScopeTarget, check_list_args
@@ -83,10 +83,64 @@ def test_rows_decode_every_stored_form() -> None:
     # jsonb prints 1.5e300 without an exponent: integers beyond 2**53 can only have been floats.
     big = load_object('{"f": 15' + "0" * 299 + ', "i": 9007199254740991}')
     assert big == {"f": 1.5e300, "i": 2**53 - 1} and isinstance(big["f"], float)  # type: ignore[index]
+    edges = load_object(
+        '{"a": -999999999999999, "b": -9007199254740991, "c": 9007199254740992, "d": -10000000000000000}'
+    )
+    assert edges == {"a": -999999999999999, "b": -(2**53 - 1), "c": 2.0**53, "d": -1e16}
+    assert [type(v) for v in edges.values()] == [int, int, float, float]  # type: ignore[union-attr]
     assert decode_time("2025-01-02T03:04:05.678Z") == T0
     assert decode_time(datetime(2025, 1, 2, 3, 4, 5, 678901)) == T0  # naive is UTC, truncated to ms
     row = ("r", None, '{"k": true}', "2025-01-02T03:04:05.678Z", T0)
     assert resource_from_row(row) == Resource("r", None, {"k": True}, T0, T0)
+
+
+STAMP = "2025-01-02T03:04:05.678Z"
+
+
+@pytest.mark.parametrize(
+    ("row", "want"),
+    [
+        # the hot path: the shape workmem and Mastra write
+        (("t", "r", "x", '{"a": [1, 2.5]}', STAMP, STAMP), Thread("t", "r", "x", {"a": [1, 2.5]}, T0, T0)),
+        (("t", "r", "", None, STAMP, STAMP), Thread("t", "r", "", None, T0, T0)),
+        (("t", "r", "", {"a": 1}, STAMP, STAMP), Thread("t", "r", "", {"a": 1}, T0, T0)),  # decoded by the driver
+        # everything else takes the general path, to the same records
+        (("t", "r", "", ' {"a": 1} ', STAMP, STAMP), Thread("t", "r", "", {"a": 1}, T0, T0)),
+        (("t", "r", "", b'{"a": 1}', STAMP, STAMP), Thread("t", "r", "", {"a": 1}, T0, T0)),
+        (("t", "r", "", None, "2025-01-02 03:04:05.678", T0), Thread("t", "r", "", None, T0, T0)),
+        (("t", "r", "", None, "2025-01-02T04:04:05.678+01:00", STAMP), Thread("t", "r", "", None, T0, T0)),
+        (("t", "r", "", None, "2025-01-02T03:04:05.678901Z", STAMP), Thread("t", "r", "", None, T0, T0)),
+        (("t", "r", "", '{"n": 100000000000000000000}', STAMP, STAMP), Thread("t", "r", "", {"n": 1e20}, T0, T0)),
+    ],
+)  # fmt: skip
+def test_thread_rows_map_every_stored_form(row: tuple[object, ...], want: Thread) -> None:
+    got = thread_from_row(row)
+    assert got == want
+    assert type(got.metadata) is type(want.metadata)
+    if want.metadata and "n" in want.metadata:
+        assert isinstance(got.metadata["n"], float)  # type: ignore[index]  # beyond 2**53: a float
+
+
+def test_rows_that_cannot_be_records_are_refused() -> None:
+    with pytest.raises(WorkmemError, match="not an object"):
+        thread_from_row(("t", "r", "", "[1]", STAMP, STAMP))
+    with pytest.raises(ValidationError):
+        thread_from_row((7, "r", "", None, STAMP, STAMP))  # another program stored a number as the id
+    with pytest.raises(ValidationError):
+        resource_from_row(("r", 7, None, STAMP, STAMP))
+    with pytest.raises(ValueError):
+        thread_from_row(("t", "r", "", None, "2025-13-02T03:04:05.678Z", STAMP))  # looks like a stamp, is not
+
+
+@pytest.mark.parametrize("dialect", [SQLiteDialect(), PostgresDialect("wm_x")], ids=["sqlite", "postgres"])
+def test_key_reads_are_the_select_by_id_rendered_once(dialect: SQLiteDialect | PostgresDialect) -> None:
+    assert dialect.thread_by_id is dialect.thread_by_id and dialect.resource_by_id is dialect.resource_by_id
+    for read, plain, record in (
+        (dialect.thread_by_id, dialect.select_thread(NASTY), thread_from_row),
+        (dialect.resource_by_id, dialect.select_resource(NASTY), resource_from_row),
+    ):
+        assert read.statement(NASTY) == plain and read.record is record
+        assert (read.rendered, dialect.render(plain)[1]) == dialect.render(plain)  # the key bound, not in the text
 
 
 def test_changes_follow_the_contract() -> None:

@@ -67,6 +67,10 @@ def validate_text(value: object, what: str = "working memory", *, limit: int = M
 
 def validate_id(value: object, what: str = "id") -> str:
     """Check a resource or thread id and return it."""
+    # Every read starts here: an ASCII str of at most MAX_ID_BYTES characters is that many bytes,
+    # has no lone surrogate, and only the NUL test is left (all O(1) but that one scan).
+    if type(value) is str and value.isascii() and 0 < len(value) <= MAX_ID_BYTES and "\x00" not in value:
+        return value
     if not isinstance(value, str):
         raise ValidationError(f"{what} must be a str, got {type(value).__name__}")
     size = _utf8_size(value, what)

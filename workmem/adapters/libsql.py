@@ -18,8 +18,8 @@ handler is off and a busy database is waited for here, with the GIL released.
 
 from __future__ import annotations
 
-import queue
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -31,13 +31,14 @@ from workmem.errors import BackendUnavailableError, ValidationError, WorkmemErro
 from workmem.storage import Capabilities
 from workmem.urls import mask_url, scheme_of
 
-from .sql import Result, SqlStorage, Statement
+from .sql import KeyRead, Result, SqlStorage, Statement
 from .sql.sqlite import SQLiteDialect
 from .sql.storage import check_options, driver_error
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _REMOTE_SCHEMES = {
     "libsql": "libsql",
@@ -87,18 +88,24 @@ def _is_busy(exc: BaseException) -> bool:
 class _Pool:
     """Up to ``size`` connections, each lent to one thread at a time (a libSQL connection is one session).
 
-    The free list is a :class:`queue.SimpleQueue` holding one entry per slot:
-    an idle connection, or ``None`` for a slot whose connection is not open
-    (yet, or any more). Taking waits up to ``wait`` seconds for an entry, with
-    the GIL released; taking and giving back are one C call each.
+    Idle connections wait in a list used as a stack: taking pops the connection
+    given back last (its caches are the warmest), giving back appends, each one
+    C call that the GIL keeps atomic. Only a take that finds the stack empty
+    locks: it opens a connection while fewer than ``size`` are open, else waits
+    up to ``wait`` seconds for one to come back. A hot path may pop from
+    :attr:`idle` itself and call :meth:`take` only when it is empty (a closed
+    pool's stack is always empty); every connection goes back by :meth:`give`.
     """
 
     def __init__(self, opener: Callable[[], Any], size: int, wait: float) -> None:
         self._opener = opener
-        self._free: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        for _ in range(size):
-            self._free.put(None)
+        self._size = size
         self._wait = wait
+        self.idle: list[Any] = []
+        """Idle connections, the last given back on top."""
+        self._open = 0  # connections lent out or idle; changed under _changed only
+        self._waiting = 0  # takers in _take_slow; a give looks at it after appending
+        self._changed = threading.Condition(threading.Lock())
         self.closed = False
 
     def take(self) -> Any:
@@ -106,26 +113,54 @@ class _Pool:
         if self.closed:
             raise BackendUnavailableError("the libSQL storage is closed")
         try:
-            conn = self._free.get(timeout=self._wait)
-        except queue.Empty:
-            raise BackendUnavailableError("no free libSQL connection (pool_size reached)") from None
-        if conn is None:
+            return self.idle.pop()
+        except IndexError:
+            return self._take_slow()
+
+    def _take_slow(self) -> Any:
+        deadline = time.monotonic() + self._wait
+        with self._changed:
+            # Counted as waiting before looking at the stack: a give that appends after the look sees the count.
+            self._waiting += 1
             try:
-                conn = self._opener()
-            except BaseException:
-                self._free.put(None)
-                raise
-        return conn
+                while True:
+                    if self.closed:
+                        raise BackendUnavailableError("the libSQL storage is closed")
+                    with suppress(IndexError):  # a take outside the lock may empty it first
+                        return self.idle.pop()
+                    if self._open < self._size:
+                        self._open += 1
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise BackendUnavailableError("no free libSQL connection (pool_size reached)")
+                    self._changed.wait(remaining)
+            finally:
+                self._waiting -= 1
+        try:
+            return self._opener()
+        except BaseException:
+            self._forget()
+            raise
 
     def give(self, conn: Any, healthy: bool) -> None:
-        """Return ``conn``; one that is not ``healthy`` (or of a closed pool) is closed, its slot kept."""
+        """Return ``conn``; one that is not ``healthy`` (or of a closed pool) is let go, its place freed."""
         if healthy and not self.closed:
-            self._free.put(conn)
+            self.idle.append(conn)
+            if self._waiting:
+                with self._changed:
+                    self._changed.notify()
             if self.closed:  # close() ran meanwhile and may have missed it
                 self._close_idle()
             return
         _release(conn)
-        self._free.put(None)
+        self._forget()
+
+    def _forget(self) -> None:
+        """One connection fewer is open (it failed to open, or was let go)."""
+        with self._changed:
+            self._open -= 1
+            self._changed.notify()
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
@@ -143,15 +178,17 @@ class _Pool:
     def _close_idle(self) -> None:
         while True:
             try:
-                conn = self._free.get_nowait()
-            except queue.Empty:
+                conn = self.idle.pop()
+            except IndexError:
                 return
-            if conn is not None:
-                _release(conn)
+            _release(conn)
+            self._forget()
 
     def close(self) -> None:
         self.closed = True
         self._close_idle()
+        with self._changed:
+            self._changed.notify_all()  # waiting takers see the pool closed
 
 
 def _release(conn: Any) -> None:
@@ -269,21 +306,47 @@ class LibSQLStorage(SqlStorage):
         return self._fetch(conn, sql, params)
 
     def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        # The hot path of every read: one pooled connection, one driver call; the busy wait only
-        # after a first attempt found the database busy. Same outcomes as _connection + _retry_busy.
         sql, params = self.dialect.render(statement)
+        return self._attempt(self._fetch, sql, params)
+
+    def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+        # The hot path of get_thread / get_resource: the read built once, one pooled connection, one
+        # driver call. Anything unusual (busy, an error) goes the careful way of every statement.
+        params = (key,)  # SQLiteDialect binds positionally
+        pool = self._pool
+        try:
+            conn = pool.idle.pop()  # what take() does first, without the call
+        except IndexError:
+            conn = pool.take()
+        try:
+            # At most one row: fetchone() saves the driver a step, and the cursor (finalized when
+            # dropped, right here) holds no read transaction open after it.
+            row = conn.execute(read.rendered, params).fetchone()
+        except (ValueError, self._driver.Error):
+            pool.give(conn, True)  # _attempt takes it again and judges the error
+            rows = self._attempt(self._fetch, read.rendered, params).rows
+            row = rows[0] if rows else None
+        except BaseException:
+            pool.give(conn, False)
+            raise
+        else:
+            pool.give(conn, True)
+        return None if row is None else read.record(row)
+
+    def _attempt(self, fetch: Callable[[Any, str, Any], T], sql: str, params: Any) -> T:
+        """``fetch(conn, sql, params)`` on a pooled connection, waiting out a busy database; errors mapped."""
         conn = self._pool.take()
         healthy = False
         try:
             busy = False
             try:
-                result = self._fetch(conn, sql, params)
+                result = fetch(conn, sql, params)
             except (ValueError, self._driver.Error) as exc:
                 if not _is_busy(exc):
                     raise
                 busy = True  # retried outside this block: the failed attempt (its cursor) must be gone first
             if busy:
-                result = self._retry_busy(self._fetch, conn, sql, params)
+                result = self._retry_busy(fetch, conn, sql, params)
             healthy = True
             return result
         except (ValueError, self._driver.Error) as exc:

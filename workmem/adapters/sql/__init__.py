@@ -11,7 +11,7 @@ No module here imports a database driver.
 
 from __future__ import annotations
 
-from .dialect import Dialect, Statement, identifier
+from .dialect import Dialect, KeyRead, Statement, identifier
 from .storage import Result, Session, SqlStorage
 
-__all__ = ["Dialect", "Result", "Session", "SqlStorage", "Statement", "identifier"]
+__all__ = ["Dialect", "KeyRead", "Result", "Session", "SqlStorage", "Statement", "identifier"]

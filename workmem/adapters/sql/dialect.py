@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from workmem.errors import ValidationError
 from workmem.records import Resource, Thread, Unset
 from workmem.storage import ListQuery, ScopeTarget
 from workmem.validation import dump_json
+
+from .rows import resource_from_row, thread_from_row
 
 __all__ = [
     "MAX_ROWS",
@@ -31,6 +33,7 @@ __all__ = [
     "RESOURCES",
     "THREADS",
     "Dialect",
+    "KeyRead",
     "Statement",
     "identifier",
     "placeholder_names",
@@ -44,6 +47,7 @@ MAX_ROWS = 2**62
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 """A ``:name`` placeholder (not the second colon of a ``::type`` cast)."""
+R = TypeVar("R")
 _ORDER_COLUMNS = {"created_at": '"createdAt"', "updated_at": '"updatedAt"'}
 
 
@@ -52,6 +56,25 @@ class Statement(NamedTuple):
 
     sql: str
     params: Mapping[str, Any]
+
+
+class KeyRead(NamedTuple, Generic[R]):
+    """A read of one record by primary key, built once: the hot path of ``get_thread`` and ``get_resource``.
+
+    An adapter may run ``rendered`` straight on its driver, the key bound to its
+    one placeholder; :meth:`statement` is the same read as a :class:`Statement`.
+    Either way ``record`` maps the row fetched.
+    """
+
+    sql: str
+    """The statement, its one placeholder ``:id``."""
+    rendered: str
+    """``sql`` in the driver's paramstyle."""
+    record: Callable[[Sequence[Any]], R]
+    """The record of a fetched row."""
+
+    def statement(self, key: str) -> Statement:
+        return Statement(self.sql, {"id": key})
 
 
 def identifier(name: str, what: str = "schema") -> str:
@@ -91,6 +114,21 @@ class Dialect:
     def render(self, statement: Statement) -> tuple[str, Any]:
         """``(sql, params)`` in the driver's paramstyle (here unchanged: ``:name`` and a mapping)."""
         return statement.sql, statement.params
+
+    def key_read(self, columns: str, table: str, record: Callable[[Sequence[Any]], R]) -> KeyRead[R]:
+        """``SELECT columns FROM table WHERE id = :id`` as a :class:`KeyRead` mapping rows with ``record``."""
+        sql = self._by_id(columns, table, lock=False)
+        return KeyRead(sql, self.render(Statement(sql, {"id": ""}))[0], record)
+
+    @functools.cached_property
+    def thread_by_id(self) -> KeyRead[Thread]:
+        """``select_thread`` as a :class:`KeyRead`."""
+        return self.key_read(self.thread_columns(), self.threads, thread_from_row)
+
+    @functools.cached_property
+    def resource_by_id(self) -> KeyRead[Resource]:
+        """``select_resource`` as a :class:`KeyRead`."""
+        return self.key_read(self.resource_columns(), self.resources, resource_from_row)
 
     def json_param(self, name: str) -> str:
         """SQL that stores the JSON text bound as ``:name``."""
@@ -158,12 +196,15 @@ class Dialect:
 
     # -- resources -----------------------------------------------------------------------
 
+    def _by_id(self, columns: str, table: str, *, lock: bool) -> str:
+        return f"SELECT {columns} FROM {table} WHERE id = :id{self.lock_clause(lock)}"
+
     def select_resource(self, resource_id: str, *, lock: bool = False) -> Statement:
         key = ("select_resource", "lock" if lock else "")
         try:
             sql = self._sql[key]
         except KeyError:
-            sql = f"SELECT {self.resource_columns()} FROM {self.resources} WHERE id = :id{self.lock_clause(lock)}"
+            sql = self._by_id(self.resource_columns(), self.resources, lock=lock)
             self._sql[key] = sql
         return Statement(sql, {"id": resource_id})
 
@@ -224,7 +265,7 @@ class Dialect:
         try:
             sql = self._sql[key]
         except KeyError:
-            sql = f"SELECT {self.thread_columns()} FROM {self.threads} WHERE id = :id{self.lock_clause(lock)}"
+            sql = self._by_id(self.thread_columns(), self.threads, lock=lock)
             self._sql[key] = sql
         return Statement(sql, {"id": thread_id})
 

@@ -30,7 +30,10 @@ __all__ = ["decode_time", "load_json", "load_object", "resource_from_row", "thre
 
 def _number(text: str) -> int | float:
     # Databases that keep JSON numbers as decimals (PostgreSQL's jsonb) print 1e300 as 1 and 300 zeros;
-    # valid integers stay within 2**53, so anything larger was a float.
+    # valid integers stay within 2**53, so anything larger was a float. Fewer than 16 characters is
+    # always within (the check is skipped: this runs for every integer read).
+    if len(text) < 16:
+        return int(text)
     value = int(text)
     return value if abs(value) <= MAX_SAFE_INT else float(text)
 
@@ -79,7 +82,7 @@ def decode_time(value: Any) -> datetime:
     return from_iso(str(value))
 
 
-def resource_from_row(row: Sequence[Any]) -> Resource:
+def _stored_resource(row: Sequence[Any]) -> Resource:
     rid, working_memory, metadata, created_at, updated_at = row[:5]
     if type(rid) is not str or (working_memory is not None and type(working_memory) is not str):
         return Resource(rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at))
@@ -88,10 +91,73 @@ def resource_from_row(row: Sequence[Any]) -> Resource:
     )
 
 
-def thread_from_row(row: Sequence[Any]) -> Thread:
+def _stored_thread(row: Sequence[Any]) -> Thread:
     tid, resource_id, title, metadata, created_at, updated_at = row[:6]
     if type(tid) is not str or type(resource_id) is not str or type(title) is not str:
         return Thread(tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at))
     return trusted_thread(
         tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at)
     )
+
+
+# resource_from_row and thread_from_row are every read's hot path, so the row shape workmem and
+# Mastra write -- str columns, metadata as JSON object text (or already decoded, or NULL), and
+# 2025-01-02T03:04:05.678Z stamps -- is mapped inline, without the helpers above (each call costs
+# more than the work it does); any other row, and any doubt (a value that does not parse), goes
+# to _stored_resource / _stored_thread, which explain or convert.
+
+
+def _json_text_object(text: str) -> Any:
+    """``text`` decoded if it is exactly one JSON object, else ``text`` itself (for :func:`load_object`)."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return text
+    return value if end == len(text) and type(value) is dict else text
+
+
+def resource_from_row(row: Sequence[Any]) -> Resource:
+    rid, working_memory, metadata, created_at, updated_at = row[:5]
+    if type(metadata) is str:
+        metadata = _json_text_object(metadata)
+    if (
+        type(rid) is str
+        and (type(working_memory) is str or working_memory is None)
+        and (type(metadata) is dict or metadata is None)
+        and type(created_at) is str
+        and type(updated_at) is str
+        and len(created_at) == len(updated_at) == 24
+        and created_at[19] == updated_at[19] == "."
+        and created_at[23] == updated_at[23] == "Z"
+    ):
+        try:
+            return trusted_resource(
+                rid, working_memory, metadata, _fromisoformat(created_at), _fromisoformat(updated_at)
+            )
+        except ValueError:
+            pass
+    return _stored_resource((rid, working_memory, metadata, created_at, updated_at))
+
+
+def thread_from_row(row: Sequence[Any]) -> Thread:
+    tid, resource_id, title, metadata, created_at, updated_at = row[:6]
+    if type(metadata) is str:
+        metadata = _json_text_object(metadata)
+    if (
+        type(tid) is str
+        and type(resource_id) is str
+        and type(title) is str
+        and (type(metadata) is dict or metadata is None)
+        and type(created_at) is str
+        and type(updated_at) is str
+        and len(created_at) == len(updated_at) == 24
+        and created_at[19] == updated_at[19] == "."
+        and created_at[23] == updated_at[23] == "Z"
+    ):
+        try:
+            return trusted_thread(
+                tid, resource_id, title, metadata, _fromisoformat(created_at), _fromisoformat(updated_at)
+            )
+        except ValueError:
+            pass
+    return _stored_thread((tid, resource_id, title, metadata, created_at, updated_at))

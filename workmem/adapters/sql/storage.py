@@ -19,7 +19,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
@@ -38,10 +38,13 @@ from workmem.timestamps import utc_now
 from workmem.urls import mask_exception, mask_secrets
 from workmem.validation import validate_id, validate_json_object
 
-from .dialect import Dialect, Statement
+from .dialect import Dialect, KeyRead, Statement
 from .rows import load_json, resource_from_row, thread_from_row
 
 __all__ = ["ExactCheckNeeded", "Result", "Session", "SqlStorage", "check_options", "driver_error"]
+
+
+R = TypeVar("R")
 
 
 class ExactCheckNeeded(WorkmemError):
@@ -93,6 +96,8 @@ class SqlStorage(MemoryStorage):
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
+        self._thread_by_id = dialect.thread_by_id
+        self._resource_by_id = dialect.resource_by_id
 
     @abstractmethod
     def _execute(self, statement: Statement, *, read: bool = False) -> Result:
@@ -102,12 +107,16 @@ class SqlStorage(MemoryStorage):
     def _transaction(self) -> AbstractContextManager[Session]:
         """A transaction begun with ``dialect.begin_write``, committed on exit, rolled back on error."""
 
+    def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+        """The record read by primary key, or ``None``; an adapter may run ``read.rendered`` directly (hot path)."""
+        rows = self._execute(read.statement(key), read=True).rows
+        return read.record(rows[0]) if rows else None
+
     # -- resources -----------------------------------------------------------------
 
     def get_resource(self, resource_id: str) -> Resource | None:
         validate_id(resource_id, "resource id")
-        rows = self._execute(self.dialect.select_resource(resource_id), read=True).rows
-        return resource_from_row(rows[0]) if rows else None
+        return self._read_key(self._resource_by_id, resource_id)
 
     def save_resource(self, resource: Resource) -> Resource:
         if not isinstance(resource, Resource):
@@ -149,11 +158,10 @@ class SqlStorage(MemoryStorage):
         validate_id(thread_id, "thread id")
         if resource_id is not None:
             validate_id(resource_id, "resource id")
-        rows = self._execute(self.dialect.select_thread(thread_id), read=True).rows
-        if not rows:
-            return None
-        thread = thread_from_row(rows[0])
-        return None if resource_id is not None and thread.resource_id != resource_id else thread
+        thread = self._read_key(self._thread_by_id, thread_id)
+        if thread is None or resource_id is None or thread.resource_id == resource_id:
+            return thread
+        return None
 
     def save_thread(self, thread: Thread) -> Thread:
         if not isinstance(thread, Thread):
