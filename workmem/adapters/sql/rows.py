@@ -102,9 +102,9 @@ def _stored_thread(row: Sequence[Any]) -> Thread:
 
 # resource_from_row and thread_from_row are every read's hot path, so the row shape workmem and
 # Mastra write -- str columns, metadata as JSON object text (or already decoded, or NULL), and
-# 2025-01-02T03:04:05.678Z stamps -- is mapped inline, without the helpers above (each call costs
-# more than the work it does); any other row, and any doubt (a value that does not parse), goes
-# to _stored_resource / _stored_thread, which explain or convert.
+# 2025-01-02T03:04:05.678Z stamps -- is mapped with as few calls as can be (right after a driver
+# call, each costs more than the work it does); any other row, and any doubt (a value that does
+# not parse), goes to _stored_resource / _stored_thread, which explain or convert.
 
 
 def _json_text_object(text: str) -> Any:
