@@ -118,9 +118,10 @@ def validate_json_object(value: object, what: str = "metadata") -> dict[str, Any
         raise ValidationError(f"{what} must be a JSON object (dict), got {type(value).__name__}")
     plain = dict(value)
     _check_value(plain, what, 1)
-    if len(dump_json(plain).encode("utf-8")) > MAX_TEXT_BYTES:
+    text = dump_json(plain)
+    if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise ValidationError(f"{what} is larger than {MAX_TEXT_BYTES} bytes as JSON")
-    return json.loads(dump_json(plain), parse_float=_float)  # type: ignore[no-any-return]
+    return json.loads(text, parse_float=_float)  # type: ignore[no-any-return]
 
 
 def _float(text: str) -> float:
