@@ -28,6 +28,7 @@ from workmem.validation import dump_json
 from .rows import resource_from_row, thread_from_row
 
 __all__ = [
+    "COUNTS",
     "MAX_ROWS",
     "PLACEHOLDER",
     "RESOURCES",
@@ -41,6 +42,8 @@ __all__ = [
 
 RESOURCES = "mastra_resources"
 THREADS = "mastra_threads"
+COUNTS = "workmem_thread_counts"
+"""workmem's table of threads per resource, kept by triggers on ``mastra_threads`` (see :attr:`Dialect.kept_counts`)."""
 MAX_ROWS = 2**62
 """LIMIT/OFFSET are clamped to this (every engine takes a signed 64-bit count)."""
 
@@ -100,12 +103,15 @@ class Dialect:
     """Whether a read-modify-write locks rows (``FOR UPDATE``); ``False`` when the transaction locks the database."""
     begin_write: ClassVar[str] = "BEGIN"
     """The statement opening a read-modify-write transaction."""
+    kept_counts: ClassVar[bool] = False
+    """Whether the dialect's DDL keeps per-resource thread counts in :attr:`counts`, read instead of counting."""
 
     def __init__(self, schema: str | None = None) -> None:
         self.schema = schema
         prefix = "" if schema is None else identifier(schema) + "."
         self.resources = prefix + RESOURCES
         self.threads = prefix + THREADS
+        self.counts = prefix + COUNTS
         self._sql: dict[tuple[str, ...], str] = {}
         """Statement texts that depend only on the dialect, built on first use (reads run per call)."""
 
@@ -346,12 +352,16 @@ class Dialect:
     def thread_count(self, resource_id: str) -> str:
         """SQL for how many threads the resource bound as ``resource_id`` (a ``:name``) has, exactly.
 
-        Here a scalar ``count(*)`` subquery (a range scan of the resource's
-        threads); a dialect that keeps per-resource counts in the database
-        reads them instead.
+        The kept count where the dialect keeps them (:attr:`kept_counts`), else
+        a scalar ``count(*)`` subquery (a range scan of the resource's threads).
         """
+        if self.kept_counts:
+            return f'COALESCE((SELECT n FROM {self.counts} WHERE "resourceId" = {resource_id}), 0)'
         return f'(SELECT count(*) FROM {self.threads} WHERE "resourceId" = {resource_id})'
 
     def count_threads(self, resource_id: str) -> Statement:
-        sql = f'SELECT count(*) FROM {self.threads} WHERE "resourceId" = :resource_id'
+        if self.kept_counts:
+            sql = f"SELECT {self.thread_count(':resource_id')}"
+        else:  # (a FROM-less SELECT is not everywhere: Oracle before 23ai)
+            sql = f'SELECT count(*) FROM {self.threads} WHERE "resourceId" = :resource_id'
         return Statement(sql, {"resource_id": resource_id})

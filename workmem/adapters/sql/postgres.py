@@ -30,12 +30,9 @@ from typing import Any, ClassVar
 from workmem.storage import ScopeTarget
 from workmem.validation import MAX_TEXT_BYTES, dump_json
 
-from .dialect import PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
+from .dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 
-__all__ = ["COUNTS", "FORMAT_ERROR", "NEAR_LIMIT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
-
-COUNTS = "workmem_thread_counts"
-"""workmem's table of threads per resource, kept by triggers on ``mastra_threads``."""
+__all__ = ["FORMAT_ERROR", "NEAR_LIMIT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
 
 FORMAT_ERROR = "WM001"
 """SQLSTATE raised when stored working memory is not a JSON object."""
@@ -217,6 +214,7 @@ class PostgresDialect(Dialect):
 
     name: ClassVar[str] = "postgres"
     native_shallow_merge: ClassVar[bool] = True
+    kept_counts: ClassVar[bool] = True
 
     def __init__(self, schema: str = "public") -> None:
         super().__init__(schema)
@@ -262,12 +260,6 @@ class PostgresDialect(Dialect):
             *(sql.format(**names) for sql in _COUNT_FUNCTIONS),
             _COUNT_TRIGGERS.format(**names),
         ]
-
-    def thread_count(self, resource_id: str) -> str:
-        return f'COALESCE((SELECT n FROM {self._prefix}.{COUNTS} WHERE "resourceId" = {resource_id}), 0)'
-
-    def count_threads(self, resource_id: str) -> Statement:
-        return Statement(f"SELECT {self.thread_count(':resource_id')}", {"resource_id": resource_id})
 
     def merge_statement(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> Statement:
         merge = f"{self._prefix}.workmem_merge_document"

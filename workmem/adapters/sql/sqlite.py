@@ -28,12 +28,10 @@ from typing import Any, ClassVar
 
 from workmem.timestamps import to_iso
 
-from .dialect import RESOURCES, THREADS, Dialect, Statement, placeholder_names
+from .dialect import COUNTS, RESOURCES, THREADS, Dialect, Statement, placeholder_names
 
-__all__ = ["COUNTS", "SQLiteDialect"]
+__all__ = ["SQLiteDialect"]
 
-COUNTS = "workmem_thread_counts"
-"""workmem's table of threads per resource, kept by triggers on ``mastra_threads``."""
 _REPLACED = "workmem_thread_replaced"
 _TRIGGERS = (
     "workmem_threads_count_before_insert",
@@ -110,6 +108,7 @@ class SQLiteDialect(Dialect):
     name: ClassVar[str] = "libsql"
     row_locks: ClassVar[bool] = False
     begin_write: ClassVar[str] = "BEGIN IMMEDIATE"
+    kept_counts: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(None)
@@ -127,12 +126,6 @@ class SQLiteDialect(Dialect):
 
     def time_value(self, value: datetime) -> Any:
         return to_iso(value)
-
-    def thread_count(self, resource_id: str) -> str:
-        return f'COALESCE((SELECT n FROM {COUNTS} WHERE "resourceId" = {resource_id}), 0)'
-
-    def count_threads(self, resource_id: str) -> Statement:
-        return Statement(f"SELECT {self.thread_count(':resource_id')}", {"resource_id": resource_id})
 
     def ddl(self) -> list[str]:
         return [*_TABLES, *_COUNTS]
