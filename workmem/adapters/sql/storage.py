@@ -96,8 +96,6 @@ class SqlStorage(MemoryStorage):
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
-        self._thread_by_id = dialect.thread_by_id
-        self._resource_by_id = dialect.resource_by_id
 
     @abstractmethod
     def _execute(self, statement: Statement, *, read: bool = False) -> Result:
@@ -116,7 +114,7 @@ class SqlStorage(MemoryStorage):
 
     def get_resource(self, resource_id: str) -> Resource | None:
         validate_id(resource_id, "resource id")
-        return self._read_key(self._resource_by_id, resource_id)
+        return self._read_key(self.dialect.resource_by_id, resource_id)
 
     def save_resource(self, resource: Resource) -> Resource:
         if not isinstance(resource, Resource):
@@ -158,7 +156,7 @@ class SqlStorage(MemoryStorage):
         validate_id(thread_id, "thread id")
         if resource_id is not None:
             validate_id(resource_id, "resource id")
-        thread = self._read_key(self._thread_by_id, thread_id)
+        thread = self._read_key(self.dialect.thread_by_id, thread_id)
         if thread is None or resource_id is None or thread.resource_id == resource_id:
             return thread
         return None
