@@ -307,7 +307,7 @@ class LibSQLStorage(SqlStorage):
 
     def _execute(self, statement: Statement, *, read: bool = False) -> Result:
         sql, params = self.dialect.render(statement)
-        return self._attempt(self._fetch, sql, params)
+        return self._attempt(sql, params)
 
     def _read_key(self, read: KeyRead[R], key: str) -> R | None:
         # The hot path of get_thread / get_resource: the read built once, one pooled connection, one
@@ -324,7 +324,7 @@ class LibSQLStorage(SqlStorage):
             row = conn.execute(read.rendered, params).fetchone()
         except (ValueError, self._driver.Error):
             pool.give(conn, True)  # _attempt takes it again and judges the error
-            rows = self._attempt(self._fetch, read.rendered, params).rows
+            rows = self._attempt(read.rendered, params).rows
             row = rows[0] if rows else None
         except BaseException:
             pool.give(conn, False)
@@ -333,20 +333,20 @@ class LibSQLStorage(SqlStorage):
             pool.give(conn, True)
         return None if row is None else read.record(row)
 
-    def _attempt(self, fetch: Callable[[Any, str, Any], T], sql: str, params: Any) -> T:
-        """``fetch(conn, sql, params)`` on a pooled connection, waiting out a busy database; errors mapped."""
+    def _attempt(self, sql: str, params: Any) -> Result:
+        """One rendered statement on a pooled connection, waiting out a busy database; errors mapped."""
         conn = self._pool.take()
         healthy = False
         try:
             busy = False
             try:
-                result = fetch(conn, sql, params)
+                result = self._fetch(conn, sql, params)
             except (ValueError, self._driver.Error) as exc:
                 if not _is_busy(exc):
                     raise
                 busy = True  # retried outside this block: the failed attempt (its cursor) must be gone first
             if busy:
-                result = self._retry_busy(fetch, conn, sql, params)
+                result = self._retry_busy(self._fetch, conn, sql, params)
             healthy = True
             return result
         except (ValueError, self._driver.Error) as exc:
