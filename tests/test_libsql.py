@@ -113,9 +113,21 @@ def test_remote_token_is_masked(caplog: pytest.LogCaptureFixture) -> None:
     assert not any("s3cr3t" in text for text in shown)
 
 
-def test_unopenable_file_is_backend_unavailable(tmp_path: Path) -> None:
-    with pytest.raises(BackendUnavailableError):
-        workmem.connect(f"file:{tmp_path / 'missing-dir' / 'x.db'}")
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("", "is a directory, not a database file"),
+        ("missing-dir/x.db", "folder .*missing-dir does not exist"),
+        ("plain.txt/x.db", "plain.txt is not a folder"),
+    ],
+)
+def test_unopenable_path_is_named_with_the_reason(tmp_path: Path, name: str, reason: str) -> None:
+    (tmp_path / "plain.txt").write_text("not a folder")
+    path = tmp_path / name
+    with pytest.raises(ValidationError, match=reason) as info:
+        workmem.connect(f"file:{path}")
+    assert str(path) in str(info.value)
+    assert ": 14" not in str(info.value)  # not SQLite's bare result code
 
 
 def test_rows_have_the_mastra_shape(tmp_path: Path) -> None:

@@ -18,11 +18,13 @@ handler is off and a busy database is waited for here, with the GIL released.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -78,6 +80,28 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
     if not parts.hostname:
         raise ValidationError("a remote libSQL URL needs a host")
     return urlunsplit((_REMOTE_SCHEMES[scheme], parts.netloc, parts.path, "", "")), token
+
+
+def _unopenable(database: str) -> str | None:
+    """Why the local file ``database`` cannot be a database (SQLite says only "error 14"), if the path tells."""
+    path = Path(database)
+    if path.is_dir():
+        return f"{database} is a directory, not a database file"
+    folder = path.parent
+    for ancestor in (folder, *folder.parents):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                return f"{ancestor} is not a folder"
+            break
+    else:  # pragma: no cover - the root always exists
+        return None
+    if not folder.exists():
+        return f"folder {folder} does not exist (workmem creates the file, not its folder)"
+    if path.exists() and not os.access(path, os.R_OK):
+        return f"{database} is not readable by this process"
+    if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {folder} does not let this process create {path.name}"
+    return None
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -258,6 +282,9 @@ class LibSQLStorage(SqlStorage):
             # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
             return self._driver.connect(self._database, isolation_level=None, timeout=0.0, auth_token=self._token or "")
         except Exception as exc:
+            reason = None if self._remote or self._memory else _unopenable(self._database)
+            if reason is not None:
+                raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
             error = self._error(exc, "cannot open")
             raise error from error.__cause__
 
