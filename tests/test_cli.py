@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -95,10 +97,10 @@ def test_exit_status_is_one_when_a_required_check_fails() -> None:
         err=err,
     )
     assert status == 1
-    text = out.getvalue()
+    text = err.getvalue()  # with the JSON report on stdout, the human output is on stderr
     assert "Failures:" in text and "--- validation ---" in text and "was accepted" in text
     assert "FAILED   validation" in text or "FAILED  validation" in text
-    report = json.loads(text[text.index("{") :])
+    report = json.loads(out.getvalue())
     assert report["passed"] is False and [c["status"] for c in report["checks"]] == ["failed"]
 
 
@@ -131,3 +133,71 @@ def test_unknown_profile_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["conformance", "memory://", "--profile", "heavy"], out=io.StringIO(), err=io.StringIO())
     assert exc.value.code == 2
+
+
+def test_json_to_stdout_is_the_report_alone(tmp_path: Path) -> None:
+    """``--json -``: stdout is exactly one JSON document; the table and progress go to stderr."""
+    proc = subprocess.run(
+        [*_console_script(), "conformance", "memory://", "--profile", "quick", "--check", "validation", "--json", "-"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)  # nothing else on stdout
+    assert report["passed"] is True and [c["name"] for c in report["checks"]] == ["validation"]
+    assert "STATUS" in proc.stderr and "PASSED: " in proc.stderr  # the table, for the human
+
+
+def test_unwritable_json_path_fails_before_the_run(tmp_path: Path) -> None:
+    for bad in (tmp_path / "no-such-folder" / "r.json", tmp_path):
+        proc = subprocess.run(
+            [*_console_script(), "conformance", "memory://", "--profile", "quick", "--json", str(bad)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert str(bad) in proc.stderr and "cannot write the JSON report" in proc.stderr
+        assert "backend:" not in proc.stderr, "the run started before the bad path was noticed"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_path_check_leaves_no_file_behind_when_the_suite_cannot_run(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main(["conformance", "nosuchscheme://x", "--json", str(out)], out=io.StringIO(), err=io.StringIO()) == 2
+    assert not out.exists()
+
+
+def test_unknown_check_lists_the_valid_names() -> None:
+    proc = subprocess.run(
+        [*_console_script(), "conformance", "memory://", "--profile", "quick", "--check", "nosuchcheck"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "nosuchcheck" in proc.stderr and "Traceback" not in proc.stderr
+    for check in all_checks():
+        assert check.name in proc.stderr
+
+
+def test_ctrl_c_prints_one_line_and_exits_130() -> None:
+    proc = subprocess.Popen(
+        [*_console_script(), "conformance", "memory://", "--profile", "thorough"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = ""
+    while " ..." not in seen:  # a check is running
+        char = proc.stderr.read(1)
+        assert char, f"the command ended before a check started: {seen}"
+        seen += char
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 130, seen + rest
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest
+    assert rest.strip().splitlines()[-1] == "workmem: interrupted"

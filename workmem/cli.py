@@ -4,11 +4,11 @@
 Markdown compatibility table (see :mod:`workmem.compat`).
 
 ``workmem conformance [URL] [--profile quick|ci|thorough] [--json FILE] [--check NAME]`` runs
-the conformance suite against ``URL`` and prints a table of the checks; the
-exit status is 0 only if every required check passed (1 if a check failed,
-2 if the suite could not run). Without ``URL`` it uses the embedded libSQL
-default, a ``workmem.db`` in a fresh temporary folder (or ``memory://`` when
-the libSQL adapter is not available).
+the conformance suite against ``URL`` and prints a table of the checks (on stderr when
+``--json -`` puts the JSON report alone on stdout); the exit status is 0 only if every required
+check passed (1 if a check failed, 2 if the suite could not run or an argument is wrong, 130 on
+Ctrl-C). Without ``URL`` it uses the embedded libSQL default, a ``workmem.db`` in a fresh
+temporary folder (or ``memory://`` when the libSQL adapter is not available).
 """
 
 from __future__ import annotations
@@ -84,9 +84,33 @@ def _hypothesis_home() -> Iterator[None]:
             set_hypothesis_home_dir(None)
 
 
+def _argument_error(args: argparse.Namespace) -> str | None:
+    """Why ``--check`` or ``--json`` cannot work (an unknown name, an unwritable path), found before anything runs."""
+    if args.check:
+        from workmem.conformance import all_checks
+
+        names = [check.name for check in all_checks()]
+        unknown = [name for name in args.check if name not in names]
+        if unknown:
+            return f"unknown check(s) {', '.join(map(repr, unknown))}; valid checks: {', '.join(names)}"
+    if args.json_file and args.json_file != "-":
+        path = Path(args.json_file)
+        existed = path.exists()
+        try:
+            with path.open("a", encoding="utf-8"):  # appends nothing: only proves the report can be written
+                pass
+        except OSError as exc:
+            return f"cannot write the JSON report to {args.json_file}: {exc.strerror or exc}"
+        if not existed:
+            path.unlink()
+    return None
+
+
 def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from workmem.conformance import CheckResult, run
     from workmem.conformance.checks import Check
+
+    human = err if args.json_file == "-" else out  # with the JSON report on stdout, the table goes to stderr
 
     def progress(check: Check, result: CheckResult | None) -> None:
         if result is None:
@@ -105,8 +129,8 @@ def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return 2
     failures = report.format_failures()
     if failures:
-        print("\nFailures:\n" + failures, file=out)
-    print("\n" + report.format_table(), file=out)
+        print("\nFailures:\n" + failures, file=human)
+    print("\n" + report.format_table(), file=human)
     if args.json_file:
         text = json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
         if args.json_file == "-":
@@ -128,14 +152,22 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     if not faulthandler.is_enabled():
         with suppress(Exception):  # stderr without a file descriptor (captured): go without
             faulthandler.enable()  # a crash in a native driver then shows where it happened
-    args = _parser().parse_args(argv)
     out, err = out or sys.stdout, err or sys.stderr
-    if args.command == "conformance":
-        return _conformance(args, out, err)
-    if args.command == "compat":
-        from workmem import compat
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "conformance":
+            error = _argument_error(args)
+            if error is not None:
+                print(f"workmem conformance: error: {error}", file=err)
+                return 2
+            return _conformance(args, out, err)
+        if args.command == "compat":
+            from workmem import compat
 
-        return compat.run_cli(args)
+            return compat.run_cli(args)
+    except KeyboardInterrupt:
+        print("\nworkmem: interrupted", file=err, flush=True)
+        return 130  # 128 + SIGINT, what a shell reports for Ctrl-C
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown commands
 
 
