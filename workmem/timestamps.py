@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from workmem.errors import ValidationError
@@ -15,7 +16,10 @@ def normalize(value: datetime) -> datetime:
         raise ValidationError(f"expected a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError("timestamps must be timezone-aware")
-    value = value.astimezone(UTC)
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError:  # datetime.min at UTC+5 is before year 1 in UTC
+        raise ValidationError(f"timestamp {value.isoformat()} is outside years 1 to 9999 in UTC") from None
     return value.replace(microsecond=value.microsecond - value.microsecond % 1000)
 
 
@@ -25,14 +29,33 @@ def utc_now() -> datetime:
 
 
 def to_iso(value: datetime) -> str:
-    """``2025-01-02T03:04:05.678Z``: the text form Mastra writes in libSQL and Redis."""
-    value = normalize(value)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    """``2025-01-02T03:04:05.678Z``: the text form Mastra writes in libSQL and Redis.
+
+    As JavaScript's ``toISOString()``: always four year digits (``0001-01-01T…``;
+    ``strftime("%Y")`` would write ``1-01-01T…``, which no ISO reader takes).
+    """
+    v = normalize(value)
+    return (
+        f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}."
+        f"{v.microsecond // 1000:03d}Z"
+    )
+
+
+_SHORT_YEAR = re.compile(r"(\d{1,3})(?=-\d\d-\d\d)")
 
 
 def from_iso(text: str) -> datetime:
-    """Parse an ISO-8601 timestamp (``Z`` or an offset; naive text is taken as UTC)."""
-    parsed = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    """Parse an ISO-8601 timestamp (``Z`` or an offset; naive text is taken as UTC).
+
+    A year of fewer than four digits (``1-01-01T…``, as earlier workmem versions
+    wrote years before 1000) is read as that year. Raises ``ValueError`` for
+    text that is no timestamp.
+    """
+    text = text.strip().replace(" ", "T", 1)
+    short = _SHORT_YEAR.match(text)
+    if short:
+        text = short.group(1).zfill(4) + text[short.end() :]
+    parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return normalize(parsed)

@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Final
 from workmem.errors import ValidationError
 from workmem.records import Resource, Thread
 from workmem.storage import ListQuery
-from workmem.timestamps import normalize
+from workmem.timestamps import to_iso
 
 from .dialect import RESOURCES, THREADS, Dialect, Statement, placeholder_names
 
@@ -124,8 +124,7 @@ def decode_row(columns: Sequence[str], row: Sequence[Any]) -> tuple[Any, ...]:
 
 def encode_timestamp(value: datetime) -> str:
     """``2025-01-02 03:04:05.678 +00:00``: UTC text for ``TO_TIMESTAMP_TZ(:x, TIMESTAMP_FORMAT)``."""
-    value = normalize(value)
-    return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d} +00:00"
+    return to_iso(value)[:-1].replace("T", " ") + " +00:00"  # four year digits, as to_iso writes them
 
 
 # -- statements --------------------------------------------------------------------

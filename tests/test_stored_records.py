@@ -1,0 +1,188 @@
+"""What is already stored decides nothing by accident: odd timestamps, odd working memory, records of other programs.
+
+Each test goes through the public API on every backend it applies to. Records
+"written by another program" are written with the backend's own driver (the
+``libsql`` wheel, psycopg, the Upstash REST client), as that program would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from backends import backend_url, shared_bridge
+
+import workmem
+from workmem.records import Resource, Thread
+from workmem.storage import MemoryStorage
+
+__all__ = ["backend_url"]
+
+NEVER = datetime.min.replace(tzinfo=UTC)
+"""A common "never": 0001-01-01T00:00:00Z."""
+BEFORE_1000 = datetime(999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+RAW_BACKENDS = ("libsql", "postgres", "upstash")
+"""Backends whose records a test writes with the raw driver, as another program would."""
+
+
+def backend_of(url: str) -> str:
+    for prefix, name in (("memory:", "memory"), ("file:", "libsql"), ("postgres", "postgres"), ("upstash", "upstash")):
+        if url.startswith(prefix):
+            return name
+    return url.partition(":")[0]
+
+
+@dataclass
+class Raw:
+    """Writes records with the backend's own driver, the way another program (Mastra) would."""
+
+    backend: str
+    storage: MemoryStorage
+
+    def thread(self, doc: dict[str, Any]) -> None:
+        """A thread with Mastra's field names; values are written as given (text, or JSON text for metadata)."""
+        self._write("mastra_threads", ("id", "resourceId", "title", "metadata", "createdAt", "updatedAt"), doc)
+
+    def resource(self, doc: dict[str, Any]) -> None:
+        self._write("mastra_resources", ("id", "workingMemory", "metadata", "createdAt", "updatedAt"), doc)
+
+    def _write(self, table: str, columns: tuple[str, ...], doc: dict[str, Any]) -> None:
+        if self.backend == "upstash":
+            from upstash_fixtures import raw_client
+
+            keys = self.storage.keys  # type: ignore[attr-defined]
+            key = keys.thread(doc["id"]) if table == "mastra_threads" else keys.resource(doc["id"])
+            client: Any = raw_client(shared_bridge())
+            try:
+                client.set(key, json.dumps(doc))
+            finally:
+                client.close()
+            return
+        values = [doc.get(column) for column in columns]
+        names = ", ".join(f'"{column}"' for column in columns)
+        if self.backend == "libsql":
+            import libsql
+
+            conn = libsql.connect(self.storage._database)  # type: ignore[attr-defined]
+            try:
+                conn.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})", values)
+                conn.commit()
+            finally:
+                conn.close()
+        elif self.backend == "postgres":
+            import psycopg
+
+            dialect = self.storage.dialect  # type: ignore[attr-defined]
+            target = dialect.threads if table == "mastra_threads" else dialect.resources
+            marks = ", ".join("%s::jsonb" if c == "metadata" else "%s" for c in columns)
+            with psycopg.connect(self.storage._pool.conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
+                conn.execute(f"INSERT INTO {target} ({names}) VALUES ({marks})", values)  # type: ignore[arg-type]
+        else:
+            raise AssertionError(f"no raw writer for {self.backend}")
+
+
+@contextlib.contextmanager
+def opened(url: str) -> Iterator[tuple[MemoryStorage, Raw]]:
+    with workmem.connect(url) as storage:
+        yield storage, Raw(backend_of(url), storage)
+
+
+def raw_only(url: str) -> None:
+    if backend_of(url) not in RAW_BACKENDS:
+        pytest.skip(f"no raw driver writes for {backend_of(url)} in this test")
+
+
+# -- item 5: timestamps before year 1000 ----------------------------------------------------
+
+
+def test_timestamps_before_year_1000_read_back(backend_url: str) -> None:
+    with workmem.connect(backend_url) as storage:
+        resource = storage.save_resource(Resource("r-old", "notes", {"k": 1}, NEVER, BEFORE_1000))
+        assert storage.get_resource("r-old") == resource
+        old = storage.save_thread(Thread("t-old", "r-old", "old", None, NEVER, BEFORE_1000))
+        new = storage.save_thread(Thread("t-new", "r-old", "new"))
+        page = storage.list_threads("r-old", order_by="created_at", direction="asc")
+        assert [t.id for t in page.threads] == ["t-old", "t-new"]
+        assert page.threads[0].created_at == NEVER and page.threads[0].updated_at == BEFORE_1000
+        assert storage.get_thread("t-old") == old
+        assert storage.get_thread("t-new") == new
+        updated = storage.update_resource("r-old", metadata={"k": 2})
+        assert updated.created_at == NEVER
+
+
+@pytest.mark.parametrize("backend", ["libsql", "upstash"])
+def test_stored_stamps_use_four_digit_years(backend: str) -> None:
+    """The text form is JavaScript's ``toISOString()``: ``0001-01-01T00:00:00.000Z``."""
+    from backends import fresh_url
+
+    with fresh_url(backend) as url, opened(url) as (storage, _):
+        storage.save_thread(Thread("t-old", "r-old", "", None, NEVER, BEFORE_1000))
+        if backend == "libsql":
+            import libsql
+
+            conn = libsql.connect(storage._database)  # type: ignore[attr-defined]
+            try:
+                stamps = conn.execute('SELECT "createdAt", "updatedAt" FROM mastra_threads').fetchall()[0]
+            finally:
+                conn.close()
+        else:
+            from upstash_fixtures import raw_client
+
+            client: Any = raw_client(shared_bridge())
+            try:
+                doc = json.loads(client.get(storage.keys.thread("t-old")))  # type: ignore[attr-defined]
+            finally:
+                client.close()
+            stamps = (doc["createdAt"], doc["updatedAt"])
+        assert tuple(stamps) == ("0001-01-01T00:00:00.000Z", "0999-12-31T23:59:59.999Z")
+
+
+def test_stamps_written_with_short_years_still_read(backend_url: str) -> None:
+    """Rows an earlier workmem wrote as ``1-01-01T…`` read as year 1; the list around them stays readable."""
+    raw_only(backend_url)
+    with opened(backend_url) as (storage, raw):
+        if raw.backend == "postgres":
+            pytest.skip("PostgreSQL keeps timestamps as timestamp columns, never as text")
+        storage.save_thread(Thread("t-fine", "r-short", "fine"))
+        raw.thread(
+            {
+                "id": "t-short",
+                "resourceId": "r-short",
+                "title": "short",
+                "metadata": None,
+                "createdAt": "1-01-01T00:00:00.000Z",
+                "updatedAt": "999-12-31T23:59:59.999Z",
+            }
+        )
+        raw.resource({"id": "r-short", "createdAt": "1-01-01T00:00:00.000Z", "updatedAt": "1-01-01T00:00:00.000Z"})
+        if raw.backend == "upstash":
+            storage.reindex()  # type: ignore[attr-defined]
+        thread = storage.get_thread("t-short")
+        assert thread is not None and thread.created_at == NEVER and thread.updated_at == BEFORE_1000
+        resource = storage.get_resource("r-short")
+        assert resource is not None and resource.created_at == NEVER
+        page = storage.list_threads("r-short", order_by="created_at", direction="asc")
+        assert [t.id for t in page.threads] == ["t-short", "t-fine"]
+
+
+def test_a_stamp_before_year_1_in_utc_is_refused() -> None:
+    """``datetime.min`` at UTC+05:00 is before year 1 in UTC: a ValidationError, not an OverflowError."""
+    from datetime import timedelta, timezone
+
+    from workmem.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="outside years 1 to 9999"):
+        Thread("t", "r", created_at=datetime.min.replace(tzinfo=timezone(timedelta(hours=5))))
+
+
+def test_oracle_stamps_use_four_digit_years() -> None:
+    """Oracle's bind text (no server needed): ``TO_TIMESTAMP_TZ`` gets the year as four digits."""
+    from workmem.adapters.sql.oracle import encode_timestamp
+
+    assert encode_timestamp(NEVER) == "0001-01-01 00:00:00.000 +00:00"
+    assert encode_timestamp(BEFORE_1000) == "0999-12-31 23:59:59.999 +00:00"
