@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError
-from workmem.memory.prompt import insert_memory_message, render_system_message
+from workmem.memory.prompt import insert_memory_message, render_system_message, unescape_data
 from workmem.memory.schema import SchemaInput, WorkingMemorySchema
 from workmem.memory.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
 from workmem.memory.tool import (
@@ -299,7 +299,9 @@ class Memory:
         to ``null``) would erase the memory and is ignored:
         ``{"ok": True, "action": "ignored", ...}``. Otherwise the memory is
         replaced (template) or merged (schema): ``{"ok": True, "action":
-        "replaced" | "merged", "message": ...}``.
+        "replaced" | "merged", "message": ...}``. Template text is stored with
+        ``&amp;``, ``&lt;`` and ``&gt;`` decoded, undoing the escapes of
+        :meth:`system_message`, so a memory copied back as shown is unchanged.
 
         Mistakes of the calling code raise instead: :class:`ReadOnlyMemoryError`
         in read-only mode, :class:`ValidationError` for missing or invalid ids,
@@ -315,7 +317,9 @@ class Memory:
                     raise ToolArgumentError(
                         f"'memory' must be a string holding the whole Markdown text, not a {_json_type(value)}"
                     )
-                validate_text(value, "'memory'")
+                # The model saw the memory with &, < and > escaped and may copy it back as shown:
+                # decoding exactly those escapes stores what it meant, so round trips are stable.
+                value = unescape_data(validate_text(value, "'memory'"))
                 if is_blank_update(value, [self.template]):
                     return _ignored()
                 self._write(address, value)
@@ -332,8 +336,9 @@ class Memory:
         """The system message for the model: instructions, the template or schema, and the current data.
 
         The stored data is fenced in ``<working_memory_data>`` with ``&``, ``<``
-        and ``>`` escaped, and marked as data rather than instructions. Read-only
-        mode renders only the data, as context.
+        and ``>`` escaped (template mode as ``&amp;``, ``&lt;``, ``&gt;``; schema
+        mode as JSON's ``\\u0026``, ``\\u003c``, ``\\u003e``), and marked as data
+        rather than instructions. Read-only mode renders only the data, as context.
         """
         stored = self._read(self._address(thread_id, resource_id))
         if self.schema is None:
