@@ -337,3 +337,163 @@ def test_the_leak_check_itself_catches_leaks(leaks: Callable[..., None], caplog:
 
     with pytest.raises(AssertionError, match="leaked"):
         leaks(secret, storage=Shows())
+
+
+# -- passwords typed raw, as users paste them (not percent-encoded) ----------------------------
+
+RAW_PASSWORDS = {
+    "hash": "Tr0ub#dor3-{}",
+    "slash": "Tr0ub/dor3-{}",
+    "question": "Tr0ub?dor3-{}",
+    "at": "Tr0ub@dor3-{}",
+    "all": "p@ss/w?rd#1:{}@x",
+}
+
+
+def raw_password(kind: str) -> str:
+    return RAW_PASSWORDS[kind].format(secrets.token_hex(6))
+
+
+def _fragments(secret: str) -> list[str]:
+    """The pieces a wrong split would show: what is on each side of every special character."""
+    import re
+
+    return [piece for piece in re.split(r"[#/?@:]", secret) if len(piece) >= 8]
+
+
+@pytest.mark.parametrize("kind", list(RAW_PASSWORDS))
+def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
+    """The password each driver is handed (libpq's own parser, pymongo's, Oracle's, Upstash's) is the one typed."""
+    import pymongo.uri_parser
+    from psycopg.conninfo import conninfo_to_dict
+
+    from workmem.adapters.mongodb_client import driver_url
+    from workmem.adapters.oracle import parse_oracle_url
+    from workmem.adapters.postgres import parse_postgres_url
+    from workmem.adapters.upstash.connection import UpstashSettings
+
+    secret = raw_password(kind)
+    conninfo, schema = parse_postgres_url(f"postgresql://u:{secret}@db.example.com:5433/app?schema=s1&sslmode=disable")
+    assert conninfo_to_dict(conninfo) == {
+        "user": "u",
+        "password": secret,
+        "host": "db.example.com",
+        "port": "5433",
+        "dbname": "app",
+        "sslmode": "disable",
+    }
+    assert schema == "s1"
+    parsed = pymongo.uri_parser.parse_uri(driver_url(f"mongodb://u:{secret}@db.example.com:27018/app"))
+    assert (parsed["username"], parsed["password"], parsed["nodelist"], parsed["database"]) == (
+        "u",
+        secret,
+        [("db.example.com", 27018)],
+        "app",
+    )
+    config = parse_oracle_url(f"oracle://u:{secret}@db.example.com:1522/FREEPDB1")
+    assert (config.user, config.password, config.host, config.port, config.service_name) == (
+        "u",
+        secret,
+        "db.example.com",
+        1522,
+        "FREEPDB1",
+    )
+    settings = UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com", {})
+    assert (settings.token, settings.rest_url) == (secret, "https://db.example.com")
+
+
+def test_an_upstash_token_with_an_ampersand_is_one_token() -> None:
+    from workmem.adapters.upstash.connection import UpstashSettings
+
+    settings = UpstashSettings.from_url("upstash+https://h.example.com?token=AbC&dEf+1=&prefix=p:", {})
+    assert (settings.token, settings.prefix) == ("AbC&dEf+1=", "p:")
+
+
+@pytest.mark.parametrize("kind", list(RAW_PASSWORDS))
+def test_raw_postgres_password_hidden_in_failures(kind: str, leaks: Callable[..., None]) -> None:
+    secret = raw_password(kind)
+    for url in (
+        f"postgresql://u:{secret}@127.0.0.1:{closed_port()}/postgres",
+        f"postgresql://u:{secret}@127.0.0.2:{closed_port()}/postgres?sslmode=disable",
+    ):
+        exc = failure_of(url, connect_timeout=2)
+        assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
+        leaks(secret, exc=exc)
+        for fragment in _fragments(secret):
+            leaks(fragment, exc=exc)
+
+
+@pytest.mark.backend("postgres")
+@pytest.mark.parametrize("kind", list(RAW_PASSWORDS))
+def test_raw_postgres_password_opens_the_right_database_and_never_shows(kind: str, leaks: Callable[..., None]) -> None:
+    """On the (trusting) local server: host, database and ``?schema=`` after a raw password are read right."""
+    from test_postgres import fresh_schema_url
+
+    secret = raw_password(kind)
+    with fresh_schema_url() as url:
+        with_password = url.replace("postgres@", f"postgres:{secret}@", 1)
+        assert with_password != url and "?schema=" in with_password
+        with workmem.connect(with_password) as storage, workmem.Memory(storage) as memory:
+            storage.save_resource(workmem.Resource("r", "wm"))
+            with workmem.connect(url) as plain:  # the same schema: the parameter after the password was read
+                assert plain.get_resource("r") is not None
+            for shown in (storage, memory):
+                leaks(secret, storage=shown)
+                for fragment in _fragments(secret):
+                    leaks(fragment, storage=shown)
+
+
+@pytest.mark.parametrize("kind", list(RAW_PASSWORDS))
+def test_raw_mongodb_and_oracle_passwords_hidden(
+    kind: str, leaks: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workmem.adapters.mongodb import MongoStorage
+
+    secret = raw_password(kind)
+    fast = "serverSelectionTimeoutMS=300&connectTimeoutMS=300"
+    mongo = f"mongodb://u:{secret}@127.0.0.1:{closed_port()}/db?{fast}"
+    oracle = f"oracle://u:{secret}@127.0.0.1:{closed_port()}/FREEPDB1"
+    for exc in (failure_of(mongo), failure_of(oracle, connect_timeout=2)):
+        assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
+        leaks(secret, exc=exc)
+        for fragment in _fragments(secret):
+            leaks(fragment, exc=exc)
+    monkeypatch.setattr(MongoStorage, "create_indexes", lambda self: None)  # repr of an opened one, no I/O
+    with workmem.connect(mongo) as storage:
+        assert "u:***@127.0.0.1" in repr(storage)
+        leaks(secret, storage=storage)
+        for fragment in _fragments(secret):
+            leaks(fragment, storage=storage)
+
+
+@pytest.mark.parametrize("where", ["closed port", "echoing server"])
+def test_upstash_token_after_an_ampersand_is_hidden(where: str, leaks: Callable[..., None]) -> None:
+    head, tail = f"S3cr3t{secrets.token_hex(6)}", f"T41l{secrets.token_hex(6)}"
+    with echo_server() as echo:
+        port = echo if where == "echoing server" else closed_port()
+        exc = failure_of(f"upstash+http://127.0.0.1:{port}?token={head}&{tail}&retries=0")
+    leaks(tail, exc=exc)
+    leaks(head, exc=exc)
+
+
+@pytest.mark.backend("upstash")
+def test_upstash_storage_with_an_ampersand_token_works_and_hides_it(leaks: Callable[..., None]) -> None:
+    from servers import server_url
+    from upstash_fixtures import start_bridge, stop_bridge
+
+    token = f"S3cr3t{secrets.token_hex(6)}&T41l{secrets.token_hex(6)}"
+    running = start_bridge(server_url("redis"), token=token)
+    prefix = f"wm_test_{secrets.token_hex(6)}:"
+    try:
+        url = f"upstash+http://127.0.0.1:{running.url.rsplit(':', 1)[1]}?token={token}&prefix={prefix}"
+        with workmem.connect(url) as storage, workmem.Memory(storage) as memory:
+            storage.save_resource(workmem.Resource("r", "wm"))
+            assert storage.get_resource("r") is not None
+            for shown in (storage, memory):
+                leaks(token.split("&")[1], storage=shown)
+                leaks(token, storage=shown)
+    finally:
+        from upstash_fixtures import delete_prefix
+
+        delete_prefix(running, prefix)
+        stop_bridge(running)

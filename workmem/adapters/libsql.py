@@ -3,7 +3,9 @@
 Remote libSQL servers and Turso: ``libsql://HOST?authToken=TOKEN``, or
 ``libsql+https://HOST`` / ``libsql+http://HOST:PORT`` (``libsql+wss`` and
 ``libsql+ws`` are the same servers over HTTPS / HTTP), the token also as the
-``auth_token`` option. Options: ``busy_timeout`` (seconds a busy database is
+``auth_token`` option. ``?tls=0`` / ``?tls=1`` mean what they mean to
+``@libsql/client``: ``libsql://127.0.0.1:8080?tls=0`` is a local server over
+plain HTTP (the port must be given). Options: ``busy_timeout`` (seconds a busy database is
 waited for, default 10), ``pool_size`` (connections, default 4; always 1 for
 ``:memory:``, whose connections would each be a separate database).
 
@@ -26,12 +28,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
 from workmem.storage import Capabilities
-from workmem.urls import mask_url, scheme_of
+from workmem.urls import mask_url, query_pairs, scheme_of, split_userinfo
 
 from .sql import KeyRead, Result, SqlStorage, Statement
 from .sql.sqlite import SQLiteDialect
@@ -51,6 +53,7 @@ _REMOTE_SCHEMES = {
 }
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
 _OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size"})
+_URL_PARAMS = frozenset({"authToken", "tls"})
 
 
 def parse_libsql_url(url: str) -> tuple[str, str | None]:
@@ -72,14 +75,33 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
         return unquote(path), None
     if scheme not in _REMOTE_SCHEMES:
         raise ValidationError(f"not a libSQL URL scheme: {scheme!r}")
-    parts = urlsplit(url)
-    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    info = split_userinfo(url)
+    where, _, query = info.rest.partition("?")
+    parts = urlsplit(info.head + where)
+    # as @libsql/client reads them: authToken (an '&' not followed by a parameter is the token's), tls=0/1
+    params = {key: unquote(value) for key, value in query_pairs(query, _URL_PARAMS)}
     token = params.pop("authToken", None)
+    tls = params.pop("tls", None)
     if params:
-        raise ValidationError(f"unknown libSQL URL parameters: {', '.join(sorted(params))}")
+        raise ValidationError(f"unknown libSQL URL parameters: {', '.join(sorted(params))} (known: authToken, tls)")
+    if info.user is not None:
+        raise ValidationError(f"libSQL URLs take no user:password@, the token goes in ?authToken=: {mask_url(url)}")
     if not parts.hostname:
         raise ValidationError("a remote libSQL URL needs a host")
-    return urlunsplit((_REMOTE_SCHEMES[scheme], parts.netloc, parts.path, "", "")), token
+    http = _REMOTE_SCHEMES[scheme]
+    if tls not in (None, "0", "1"):
+        raise ValidationError(f"the libSQL URL parameter tls takes 0 or 1, not {tls!r}")
+    if tls == "0" and scheme == "libsql":
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if port is None:
+            raise ValidationError('a "libsql:" URL with ?tls=0 must name its port (libsql://127.0.0.1:8080?tls=0)')
+        http = "http"
+    elif tls is not None and scheme != "libsql" and (tls == "1") != (http == "https"):
+        raise ValidationError(f"a {scheme}: URL cannot opt {'into' if tls == '1' else 'out of'} TLS with ?tls={tls}")
+    return urlunsplit((http, parts.netloc, parts.path, "", "")), token
 
 
 def _unopenable(database: str) -> str | None:

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from datetime import UTC
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
-from workmem.urls import mask_exception, mask_secrets, mask_url
+from workmem.urls import encode_userinfo, mask_exception, mask_secrets, mask_url, split_userinfo, url_secrets
 
 if TYPE_CHECKING:
     from pymongo import MongoClient
@@ -26,6 +26,7 @@ __all__ = [
     "Secrets",
     "client_options",
     "driver_errors",
+    "driver_url",
     "is_duplicate_key",
     "open_client",
 ]
@@ -43,17 +44,13 @@ _DEFAULTS: Final[Mapping[str, Any]] = {
 
 
 class Secrets:
-    """What must never appear in a message: the URL's password, raw and URL-decoded."""
+    """What must never appear in a message: the URL's password (whatever it contains), raw and URL-decoded."""
 
     __slots__ = ("masked_url", "passwords")
 
     def __init__(self, url: str) -> None:
         self.masked_url = mask_url(url)
-        try:
-            password = urlsplit(url).password
-        except ValueError:
-            password = None
-        self.passwords: tuple[str, ...] = () if not password else (password, unquote(password))
+        self.passwords: tuple[str, ...] = tuple(url_secrets(url))
 
     def mask(self, text: str) -> str:
         return mask_secrets(text, *self.passwords)
@@ -68,7 +65,7 @@ def client_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
     Timeouts default to 5 s unless the URL or ``options`` set them; dates always
     decode as timezone-aware UTC.
     """
-    in_url = {key.lower() for key, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+    in_url = {key.lower() for key, _ in parse_qsl(urlsplit(driver_url(url)).query, keep_blank_values=True)}
     given = in_url | {key.lower() for key in options}
     kwargs: dict[str, Any] = {key: value for key, value in _DEFAULTS.items() if key.lower() not in given}
     kwargs.update(options)
@@ -78,8 +75,20 @@ def client_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def driver_url(url: str) -> str:
+    """``url`` with its user name and password percent-encoded, decoded first as pymongo decodes them.
+
+    pymongo splits ``user:password@`` at the last ``@`` before the first ``/``
+    and refuses a raw ``@``; a password with a raw ``/``, ``?``, ``#`` or ``@``
+    (:func:`workmem.urls.split_userinfo`) reaches it as written.
+    """
+    info = split_userinfo(url)
+    return url if info.user is None else info.head + encode_userinfo(info, unquote_plus) + info.rest
+
+
 def open_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> MongoClient[dict[str, Any]]:
     """A new ``MongoClient`` for ``url`` (connects lazily; a ``+srv`` URL resolves its DNS records now)."""
+    url = driver_url(url)
     pymongo = import_driver("pymongo", "mongodb")
     errors = import_driver("pymongo.errors", "mongodb")
     with driver_errors(errors, secrets, "connect"):

@@ -37,7 +37,7 @@ from workmem.errors import BackendUnavailableError, ThreadOwnershipError, Valida
 from workmem.records import Thread
 from workmem.storage import Capabilities
 from workmem.timestamps import utc_now
-from workmem.urls import mask_url
+from workmem.urls import mask_url, split_userinfo
 
 from .sql import Result, SqlStorage, Statement
 from .sql.oracle import (
@@ -101,8 +101,9 @@ def _number(name: str, value: object, minimum: float, kind: type[int] | type[flo
 def parse_oracle_url(url: str, **options: Any) -> OracleConfig:
     """Read an ``oracle://`` URL and the adapter's options (no I/O; messages never show the password)."""
     masked = mask_url(url)
+    info = split_userinfo(url)  # a raw '#', '?', '/' or '@' in the password is the password's
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(info.head + info.rest)
         port = parts.port or 1521
     except ValueError:
         raise ValidationError(f"not a valid Oracle URL: {masked}") from None
@@ -110,7 +111,7 @@ def parse_oracle_url(url: str, **options: Any) -> OracleConfig:
         raise ValidationError(f"not an Oracle URL scheme: {parts.scheme!r} (use oracle:// or oracle+oracledb://)")
     if not parts.hostname:
         raise ValidationError(f"the Oracle URL needs a host: {masked}")
-    if not parts.username or parts.password is None:
+    if not info.user or info.password is None:
         raise ValidationError(f"the Oracle URL needs user:password@: {masked}")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = set(query) - _QUERY_KEYS
@@ -126,8 +127,8 @@ def parse_oracle_url(url: str, **options: Any) -> OracleConfig:
     if query.get("service_name") and in_path and in_path != query["service_name"]:
         raise ValidationError(f"the Oracle URL names two different services: {masked}")
     config = OracleConfig(
-        user=unquote(parts.username),
-        password=unquote(parts.password),
+        user=unquote(info.user),
+        password=unquote(info.password),
         host=parts.hostname,
         port=port,
         service_name=service,

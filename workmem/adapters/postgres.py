@@ -20,12 +20,12 @@ import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkingMemoryFormatError, WorkmemError
 from workmem.storage import Capabilities
-from workmem.urls import SECRET_QUERY_KEYS, mask_url
+from workmem.urls import encode_userinfo, mask_url, split_userinfo, url_secrets
 
 from .sql import Result, SqlStorage, Statement
 from .sql.postgres import FORMAT_ERROR, NEAR_LIMIT_ERROR, TOO_LARGE_ERROR, PostgresDialect
@@ -39,20 +39,25 @@ _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot 
 
 
 def parse_postgres_url(url: str) -> tuple[str, str]:
-    """``(conninfo, schema)``: the URL libpq understands (no ``schema``, plain scheme) and the schema name."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in _SCHEMES:
-        raise ValidationError(f"not a PostgreSQL URL scheme: {parts.scheme!r}")
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((value for key, value in reversed(params) if key == "schema"), "public")
-    rest = urlencode([(key, value) for key, value in params if key != "schema"])
-    return urlunsplit(("postgresql", parts.netloc, parts.path, rest, parts.fragment)), schema
+    """``(conninfo, schema)``: the URL libpq understands (no ``schema``, plain scheme) and the schema name.
 
-
-def _secrets(conninfo: str) -> list[str]:
-    parts = urlsplit(conninfo)
-    found = [parts.password, unquote(parts.password)] if parts.password else []  # as written, and decoded
-    return found + [value for key, value in parse_qsl(parts.query) if key.lower() in SECRET_QUERY_KEYS]
+    The user info is found as :func:`workmem.urls.split_userinfo` says and
+    handed on percent-encoded, so a raw ``#``, ``?``, ``/`` or ``@`` in the
+    password reaches libpq as written. Other query parameters go on as written.
+    """
+    info = split_userinfo(url)
+    scheme = info.head.removesuffix("://").lower()
+    if scheme not in _SCHEMES or info.head == url:
+        raise ValidationError(f"not a PostgreSQL URL: {mask_url(url)}")
+    where, _, query = info.rest.partition("?")
+    kept, schema = [], "public"
+    for piece in query.split("&") if query else []:
+        key, _, value = piece.partition("=")
+        if unquote(key) == "schema":
+            schema = unquote(value)
+        elif piece:
+            kept.append(piece)
+    return f"postgresql://{encode_userinfo(info)}{where}{'?' if kept else ''}{'&'.join(kept)}", schema
 
 
 def _closed_by_server(conn: Any) -> bool:
@@ -110,7 +115,7 @@ class PostgresStorage(SqlStorage):
         super().__init__(PostgresDialect(schema))
         self._psycopg = import_driver("psycopg", "postgres")
         pool_module = import_driver("psycopg_pool", "postgres")
-        self._secrets = _secrets(conninfo)
+        self._secrets = url_secrets(conninfo) + url_secrets(url or conninfo)
         self._url = mask_url(url if url is not None else conninfo)
         self._max_size = max_size
         kwargs = {"autocommit": True, "connect_timeout": connect_timeout}

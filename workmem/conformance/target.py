@@ -10,11 +10,10 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workmem.registry import connect
 from workmem.storage import MemoryStorage
-from workmem.urls import SECRET_QUERY_KEYS, mask_secrets, scheme_of
+from workmem.urls import mask_secrets, scheme_of, url_secrets
 
 __all__ = ["Factory", "Target", "TargetLike", "masked"]
 
@@ -26,13 +25,7 @@ TargetLike = str | Factory
 
 
 def _url_secrets(url: str) -> list[str]:
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return [url]
-    secrets = [unquote(parts.password)] if parts.password else []
-    secrets += [value for key, value in parse_qsl(parts.query) if key.lower() in SECRET_QUERY_KEYS]
-    return secrets
+    return url_secrets(url)
 
 
 def masked(url: str, text: str | None = None) -> str:

@@ -11,11 +11,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
-from workmem.urls import mask_exception, mask_secrets, mask_url
+from workmem.urls import mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
 
 from .scripts import Script
 
@@ -47,18 +47,21 @@ class UpstashSettings:
     @classmethod
     def from_url(cls, url: str, options: Mapping[str, Any]) -> UpstashSettings:
         """Read ``upstash+https://host?token=...``, ``upstash+http://...`` or bare ``upstash://`` (environment)."""
+        info = split_userinfo(url)  # a token in the user info may contain any character
+        where, _, query_text = info.rest.partition("?")
         try:
-            parts = urlsplit(url)
-            query = dict(parse_qsl(parts.query, keep_blank_values=True))
+            parts = urlsplit(info.head + where)
             port = parts.port
         except ValueError:
             raise ValidationError(f"not a valid Upstash URL: {mask_url(url)}") from None
+        # A token never holds a space: '+' is its own (base64); '&' not followed by an option is part of it.
+        query = {k: unquote(v) if k == "token" else unquote_plus(v) for k, v in query_pairs(query_text, _OPTIONS)}
         values: dict[str, Any] = {**query, **options}
         unknown = sorted(set(values) - set(_OPTIONS))
         if unknown:
             raise ValidationError(f"unknown Upstash option(s) {unknown}; known: {list(_OPTIONS)}")
         scheme = parts.scheme.lower()
-        token = values.get("token") or (unquote(parts.password) if parts.password else None)
+        token = values.get("token") or (unquote(info.password) if info.password else None)
         if scheme == "upstash" and not parts.hostname:
             rest_url = os.environ.get(ENV_URL, "")
             if not rest_url:

@@ -1,0 +1,43 @@
+"""URLs as users of the TypeScript clients write them, read the way those clients read them."""
+
+from __future__ import annotations
+
+import pytest
+from test_reliability_secrets import closed_port, echo_server, failure_of
+
+import workmem
+
+
+def test_libsql_tls_0_talks_plain_http_to_a_local_server() -> None:
+    """``libsql://127.0.0.1:8080?tls=0`` is @libsql/client's form for a local sqld: plain HTTP, not refused."""
+    with echo_server(401) as port:
+        exc = failure_of(f"libsql://127.0.0.1:{port}?tls=0&authToken=t0k3n-secret")
+    assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
+    assert "bad credentials" in str(exc)  # the plain-HTTP server answered: no TLS was attempted
+
+
+def test_libsql_tls_1_is_the_default_of_libsql_urls() -> None:
+    with echo_server(401) as port:
+        exc = failure_of(f"libsql://127.0.0.1:{port}?tls=1")
+    assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
+    assert "bad credentials" not in str(exc)  # TLS to a plain-HTTP server never gets its answer
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("libsql://127.0.0.1?tls=0", "must name its port"),
+        ("libsql://127.0.0.1:8080?tls=yes", "takes 0 or 1"),
+        ("libsql+http://127.0.0.1:8080?tls=1", "cannot opt into TLS"),
+        ("libsql+https://127.0.0.1:8080?tls=0", "cannot opt out of TLS"),
+        ("libsql://127.0.0.1:8080?cache=private", "unknown libSQL URL parameters: cache"),
+    ],
+)
+def test_libsql_tls_mistakes_are_named(url: str, message: str) -> None:
+    with pytest.raises(workmem.ValidationError, match=message):
+        workmem.connect(url)
+
+
+def test_libsql_http_scheme_with_tls_0_is_plain_http() -> None:
+    exc = failure_of(f"libsql+http://127.0.0.1:{closed_port()}?tls=0")
+    assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
