@@ -16,19 +16,35 @@ indexes for listing threads. Updates and merges are ``BEGIN IMMEDIATE``
 transactions, so they are atomic between threads and between processes on one
 file. The driver holds the GIL while SQLite waits on a lock, so its own busy
 handler is off and a busy database is waited for here, with the GIL released.
+
+Never open the file with Python's ``sqlite3`` (or apsw) in the process that uses
+workmem on it. Another *process* is safe: every SQLite engine (the ``sqlite3`` shell,
+Python's ``sqlite3``, apsw, Node's ``@libsql/client``) shares the file's locks with
+this driver, and concurrent writers lose nothing. Inside one process the ``libsql``
+wheel and Python's ``sqlite3`` are two copies of SQLite that do not see each other's
+POSIX locks: a write through one while the other is writing is silently lost, and
+merely closing a ``sqlite3`` connection to the file deletes its WAL and drops every
+lock workmem holds, which can lose another process's committed write. For a look
+with SQL in the same process use :meth:`LibSQLStorage.query` (read-only, enforced
+by the database). On Linux, workmem warns (logger ``workmem.adapters.libsql``) when
+it sees another SQLite library holding the file in its process: on opening, then at
+most every 10 s from writes and ``query()``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
@@ -51,6 +67,16 @@ _REMOTE_SCHEMES = {
     "libsql+wss": "https",
     "libsql+ws": "http",
 }
+_log = logging.getLogger(__name__)
+
+_OTHER_SQLITES = ("_sqlite3", "apsw")
+"""Modules embedding a second copy of SQLite: only while one is loaded can a file be open twice, locks unshared."""
+_FOREIGN_CHECK_INTERVAL = 10.0
+"""Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
+_opened: Counter[str] = Counter()
+"""Connections the ``libsql`` driver holds open for workmem in this process, by real path of the database file."""
+_opened_lock = threading.Lock()
+
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
 _OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size"})
 _URL_PARAMS = frozenset({"authToken", "tls"})
@@ -131,6 +157,47 @@ def _is_busy(exc: BaseException) -> bool:
     return any(text in message for text in _BUSY_MESSAGES)
 
 
+def _open_descriptors(path: str) -> tuple[int, int]:
+    """How many file descriptors of this process are open on ``path`` and on its ``-shm`` file (Linux; else 0, 0)."""
+    main = shm = 0
+    shm_path = path + "-shm"
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return 0, 0
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue  # closed meanwhile
+        if target == path:
+            main += 1
+        elif target == shm_path:
+            shm += 1
+    return main, shm
+
+
+def _foreign_sqlite(path: str) -> str | None:
+    """Why another SQLite library seems to have ``path`` open in this process, or ``None``.
+
+    Each copy of SQLite keeps one descriptor on a WAL database's ``-shm`` file for all its
+    connections, and one on the database file per connection: a second ``-shm`` descriptor is
+    another SQLite library that has read the file; more database descriptors than the libsql
+    connections workmem holds is another library's connection (or one the program opened
+    through ``libsql`` itself, which is safe). Looked for only while a second SQLite library is loaded.
+    """
+    if not any(name in sys.modules for name in _OTHER_SQLITES):
+        return None
+    main, shm = _open_descriptors(path)
+    with _opened_lock:
+        own = _opened[path]
+    if shm > 1:
+        return f"{shm} SQLite libraries have its WAL index open"
+    if main > own:
+        return f"{main} descriptors are open on it, {own} of them workmem's libsql connections"
+    return None
+
+
 class _Pool:
     """Up to ``size`` connections, each lent to one thread at a time (a libSQL connection is one session).
 
@@ -143,8 +210,11 @@ class _Pool:
     pool's stack is always empty); every connection goes back by :meth:`give`.
     """
 
-    def __init__(self, opener: Callable[[], Any], size: int, wait: float) -> None:
+    def __init__(
+        self, opener: Callable[[], Any], size: int, wait: float, released: Callable[[], None] | None = None
+    ) -> None:
         self._opener = opener
+        self._released = released
         self._size = size
         self._wait = wait
         self.idle: list[Any] = []
@@ -199,7 +269,12 @@ class _Pool:
             if self.closed:  # close() ran meanwhile and may have missed it
                 self._close_idle()
             return
+        self._let_go(conn)
+
+    def _let_go(self, conn: Any) -> None:
         _release(conn)
+        if self._released is not None:
+            self._released()
         self._forget()
 
     def _forget(self) -> None:
@@ -227,8 +302,7 @@ class _Pool:
                 conn = self.idle.pop()
             except IndexError:
                 return
-            _release(conn)
-            self._forget()
+            self._let_go(conn)
 
     def close(self) -> None:
         self.closed = True
@@ -284,8 +358,15 @@ class LibSQLStorage(SqlStorage):
         self._url = mask_url(url or database) if self._remote else (url or database)
         self._busy_timeout = float(busy_timeout)
         self._memory = database == ":memory:"
-        self._pool = _Pool(self._open, 1 if self._memory else pool_size, max(self._busy_timeout, 1.0))
+        self._path = None if self._remote or self._memory else os.path.realpath(database)
+        """The database file's real path (``None`` for ``:memory:`` and remote servers)."""
+        self._last_look = 0.0  # when _look_for_foreign_sqlite last looked (time.monotonic())
+        self._warned = False  # about the current episode of a foreign SQLite holding the file
+        self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
+        self._reader_lock = threading.Lock()
+        self._pool = _Pool(self._open, 1 if self._memory else pool_size, max(self._busy_timeout, 1.0), self._released)
         self._setup()
+        self._look_for_foreign_sqlite(force=True)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -299,16 +380,53 @@ class LibSQLStorage(SqlStorage):
 
     # -- connections -------------------------------------------------------------------
 
-    def _open(self) -> Any:
+    def _open(self, database: str | None = None) -> Any:
         try:
             # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
-            return self._driver.connect(self._database, isolation_level=None, timeout=0.0, auth_token=self._token or "")
+            conn = self._driver.connect(
+                database or self._database, isolation_level=None, timeout=0.0, auth_token=self._token or ""
+            )
         except Exception as exc:
             reason = None if self._remote or self._memory else _unopenable(self._database)
             if reason is not None:
                 raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
             error = self._error(exc, "cannot open")
             raise error from error.__cause__
+        if self._path is not None:
+            with _opened_lock:
+                _opened[self._path] += 1
+        return conn
+
+    def _released(self) -> None:
+        """A connection from :meth:`_open` was let go."""
+        if self._path is not None:
+            with _opened_lock:
+                _opened[self._path] -= 1
+
+    def _look_for_foreign_sqlite(self, *, force: bool = False) -> None:
+        """Warn (once per episode) when another SQLite library holds the file open in this process.
+
+        Two copies of SQLite in one process do not see each other's POSIX locks; see the
+        module's documentation. Looked for on opening, then at most every
+        ``_FOREIGN_CHECK_INTERVAL`` seconds, from writes and :meth:`query`.
+        """
+        now = time.monotonic()
+        if self._path is None or (not force and now - self._last_look < _FOREIGN_CHECK_INTERVAL):
+            return
+        self._last_look = now
+        reason = _foreign_sqlite(self._path)
+        if reason is None:
+            self._warned = False
+        elif not self._warned:
+            self._warned = True
+            _log.warning(
+                "another SQLite library (Python's sqlite3?) has %s open in this process (%s). Two SQLite "
+                "copies in one process do not share locks: writes can be lost, and closing its connection "
+                "deletes the WAL and drops workmem's locks. Use LibSQLStorage.query() to read with SQL, or "
+                "open the file from another process.",
+                self._path,
+                reason,
+            )
 
     def _error(self, exc: BaseException, doing: str = "error on") -> WorkmemError:
         return driver_error(BackendUnavailableError, f"libSQL {doing} {self._url}", exc, self._token)
@@ -350,6 +468,52 @@ class LibSQLStorage(SqlStorage):
                 cursor.close()
             raise
 
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one read-only SQL statement on this database, through workmem's own SQLite.
+
+        What Python's ``sqlite3`` module would be opened for, without its danger (see the
+        module's documentation): ``storage.query('SELECT id, json(metadata) FROM mastra_threads
+        WHERE "resourceId" = ?', ["user-1"])`` (``?`` parameters, bound in order). The database
+        enforces read-only: a file is read through a connection of its own, opened with
+        ``mode=ro``, under ``PRAGMA query_only``; ``:memory:`` runs under ``PRAGMA query_only``.
+        A statement that would write, or any other SQL error, raises :class:`ValidationError` and
+        changes nothing. Remote servers are not supported.
+        """
+        if not isinstance(sql, str):
+            raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
+        if not isinstance(params, list | tuple):
+            raise ValidationError(f"query() parameters are a list or tuple (bound to ?), not {type(params).__name__}")
+        if self._remote:
+            raise ValidationError("query() reads a local database file or :memory:, not a remote libSQL server")
+        if self._pool.closed:
+            raise BackendUnavailableError("the libSQL storage is closed")
+        self._look_for_foreign_sqlite()
+        if self._memory:
+            with self._connection() as conn:
+                return self._query_only(conn, sql, params, reset=True)
+        assert self._path is not None
+        with self._reader_lock:  # one read-only connection of its own, opened on first use
+            if self._reader is None:
+                self._reader = self._open(f"file:{quote(self._path)}?mode=ro")
+            return self._query_only(self._reader, sql, params, reset=False)
+
+    def _query_only(self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool) -> list[tuple[Any, ...]]:
+        """``sql`` on ``conn`` under ``PRAGMA query_only``; a ``reset`` connection is left as it was found."""
+        try:
+            conn.execute("PRAGMA query_only=ON")
+            try:
+                return self._retry_busy(self._fetch, conn, sql, params).rows
+            finally:
+                if reset:
+                    if conn.in_transaction:  # the statement was a BEGIN
+                        conn.execute("ROLLBACK")
+                    conn.execute("PRAGMA query_only=OFF")
+        except (ValueError, self._driver.Error) as exc:
+            if _is_busy(exc):
+                error = self._error(exc)
+                raise error from error.__cause__
+            raise ValidationError(f"query() on {self._url} refused: {exc}") from exc
+
     def _run(self, conn: Any, statement: Statement) -> Result:
         sql, params = self.dialect.render(statement)
         return self._fetch(conn, sql, params)
@@ -384,6 +548,7 @@ class LibSQLStorage(SqlStorage):
 
     def _attempt(self, sql: str, params: Any) -> Result:
         """One rendered statement on a pooled connection, waiting out a busy database; errors mapped."""
+        self._look_for_foreign_sqlite()
         conn = self._pool.take()
         healthy = False
         try:
@@ -406,6 +571,7 @@ class LibSQLStorage(SqlStorage):
 
     @contextmanager
     def _transaction(self) -> Iterator[_Session]:
+        self._look_for_foreign_sqlite()
         with self._connection() as conn:
             self._retry_busy(conn.execute, self.dialect.begin_write)
             try:
@@ -426,3 +592,9 @@ class LibSQLStorage(SqlStorage):
 
     def close(self) -> None:
         self._pool.close()
+        with self._reader_lock:
+            reader, self._reader = self._reader, None
+        if reader is not None:
+            _release(reader)
+            del reader
+            self._released()

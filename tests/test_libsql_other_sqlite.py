@@ -1,0 +1,202 @@
+"""libSQL files and other SQLite libraries: across processes they share locks; in one process they must not meet.
+
+* Across processes every SQLite engine shares the file's locks with the ``libsql`` wheel: the
+  ``sqlite3`` shell doing read-modify-write transactions concurrently with workmem loses nothing.
+* In one process, Python's ``sqlite3`` holding the same file is warned about (logger
+  ``workmem.adapters.libsql``), and :meth:`LibSQLStorage.query` gives read-only SQL on workmem's
+  own SQLite instead, the read-only rule enforced by the database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import workmem
+from workmem import ValidationError
+from workmem.adapters import libsql as adapter
+from workmem.adapters.libsql import LibSQLStorage
+
+pytestmark = pytest.mark.backend("libsql")
+
+LOGGER = "workmem.adapters.libsql"
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "agent.db"
+
+
+@pytest.fixture
+def storage(path: Path) -> Iterator[LibSQLStorage]:
+    opened = workmem.connect(f"file:{path}")
+    assert isinstance(opened, LibSQLStorage)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(params=["file", "memory"])
+def any_storage(request: pytest.FixtureRequest, path: Path) -> Iterator[LibSQLStorage]:
+    opened = workmem.connect(f"file:{path}" if request.param == "file" else ":memory:")
+    assert isinstance(opened, LibSQLStorage)
+    yield opened
+    opened.close()
+
+
+# -- query(): read-only SQL on workmem's own connection ---------------------------------------
+
+
+def test_query_returns_rows_with_bound_parameters(any_storage: LibSQLStorage) -> None:
+    any_storage.update_resource("u1", working_memory="# wm", metadata={"plan": "pro"})
+    any_storage.update_resource("u2", working_memory="other")
+    rows = any_storage.query(
+        'SELECT id, "workingMemory", json(metadata) FROM mastra_resources WHERE id = ? ORDER BY id', ["u1"]
+    )
+    assert rows == [("u1", "# wm", '{"plan":"pro"}')]
+    assert any_storage.query("SELECT count(*) FROM mastra_resources WHERE id LIKE ?", ("u%",)) == [(2,)]
+    with pytest.raises(ValidationError, match="list or tuple"):
+        any_storage.query("SELECT ?", {"p": 1})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "DELETE FROM mastra_resources",
+        "UPDATE mastra_resources SET \"workingMemory\" = 'gone'",
+        "INSERT INTO mastra_resources (id, \"createdAt\", \"updatedAt\") VALUES ('x', 'a', 'b')",
+        "DROP TABLE mastra_threads",
+        "CREATE TABLE mine (x)",
+        "CREATE TEMP TABLE mine (x)",
+        "PRAGMA user_version = 7",
+        "VACUUM",
+    ],
+)
+def test_query_refuses_writes_in_the_database(any_storage: LibSQLStorage, sql: str) -> None:
+    any_storage.update_resource("u1", working_memory="kept")
+    before = any_storage.query("SELECT * FROM sqlite_master ORDER BY name")
+    with pytest.raises(ValidationError, match=r"query\(\).*readonly"):
+        any_storage.query(sql)
+    assert any_storage.query("SELECT * FROM sqlite_master ORDER BY name") == before
+    assert any_storage.query("PRAGMA user_version") == [(0,)]
+    assert any_storage.get_working_memory(scope="resource", resource_id="u1") == "kept"
+    # and workmem's own connections still write
+    any_storage.set_working_memory("changed", scope="resource", resource_id="u1")
+    assert any_storage.get_working_memory(scope="resource", resource_id="u1") == "changed"
+
+
+def test_query_cannot_leave_workmem_in_a_transaction_or_read_only(any_storage: LibSQLStorage) -> None:
+    for sql in ("BEGIN", "PRAGMA query_only = OFF", "PRAGMA query_only = ON"):
+        any_storage.query(sql)
+        any_storage.set_working_memory(sql, scope="resource", resource_id="u1")
+        assert any_storage.get_working_memory(scope="resource", resource_id="u1") == sql
+
+
+def test_query_keeps_the_file_in_wal_mode(path: Path) -> None:
+    with workmem.connect(f"file:{path}", busy_timeout=0.2) as storage:
+        assert isinstance(storage, LibSQLStorage)
+        storage.get_resource("u1")  # a pooled connection holds the file open
+        with pytest.raises(workmem.WorkmemError):  # refused (read-only) or busy (it needs the file alone)
+            storage.query("PRAGMA journal_mode = DELETE")
+        assert storage.query("PRAGMA journal_mode") == [("wal",)]
+
+
+def test_query_bad_sql_and_closed_storage(storage: LibSQLStorage) -> None:
+    with pytest.raises(ValidationError, match="syntax error"):
+        storage.query("SELEC 1")
+    with pytest.raises(ValidationError, match="SQL text"):
+        storage.query(b"SELECT 1")  # type: ignore[arg-type]
+    storage.close()
+    with pytest.raises(workmem.BackendUnavailableError, match="closed"):
+        storage.query("SELECT 1")
+
+
+# -- the warning about Python's sqlite3 on the same file in this process ------------------------
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+
+
+def test_sqlite3_already_holding_the_file_is_warned_about_on_connect(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    workmem.connect(f"file:{path}").close()
+    other = sqlite3.connect(path)
+    try:
+        other.execute("SELECT count(*) FROM mastra_threads").fetchall()
+        with caplog.at_level(logging.WARNING, LOGGER), workmem.connect(f"file:{path}"):
+            pass
+    finally:
+        other.close()
+    [message] = _warnings(caplog)
+    assert str(path) in message and "sqlite3" in message and "query()" in message
+
+
+def test_sqlite3_opened_later_is_warned_about_once_then_again_after_it_closed(
+    storage: LibSQLStorage, path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(adapter, "_FOREIGN_CHECK_INTERVAL", 0.0)
+    caplog.set_level(logging.WARNING, LOGGER)
+    storage.set_working_memory("a", scope="resource", resource_id="u1")
+    assert _warnings(caplog) == []
+    for episode in (1, 2):
+        other = sqlite3.connect(path)  # opened only: not even read yet
+        for text in ("b", "c", "d"):
+            storage.set_working_memory(text, scope="resource", resource_id="u1")
+        assert len(_warnings(caplog)) == episode, "one warning per episode"
+        other.close()
+        storage.set_working_memory("e", scope="resource", resource_id="u1")  # clean again: episode over
+
+
+def test_workmem_connections_alone_are_not_warned_about(
+    path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(adapter, "_FOREIGN_CHECK_INTERVAL", 0.0)
+    caplog.set_level(logging.WARNING, LOGGER)
+    with workmem.connect(f"file:{path}", pool_size=4) as one, workmem.connect(f"file:{path}") as two:
+        for i in range(20):
+            one.set_working_memory(str(i), scope="resource", resource_id="u1")
+            assert two.query('SELECT "workingMemory" FROM mastra_resources WHERE id = ?', ["u1"]) == [(str(i),)]
+            two.merge_working_memory({"i": i}, scope="resource", resource_id="u2")
+    assert _warnings(caplog) == []
+
+
+# -- across processes: the sqlite3 shell and workmem share the file's locks -----------------------
+
+_SHELL_INCREMENT = """BEGIN IMMEDIATE;
+DELETE FROM temp.seen;
+INSERT INTO temp.seen SELECT "workingMemory" FROM mastra_resources WHERE id = 'r';
+UPDATE mastra_resources SET "workingMemory" = json_set((SELECT t FROM temp.seen), '$.shell',
+  coalesce(json_extract((SELECT t FROM temp.seen), '$.shell'), 0) + 1) WHERE id = 'r';
+COMMIT;
+"""
+
+
+def test_sqlite3_shell_and_workmem_read_modify_write_one_record_concurrently(
+    storage: LibSQLStorage, path: Path
+) -> None:
+    shell = shutil.which("sqlite3")
+    if shell is None:
+        pytest.skip("the sqlite3 shell is not installed (apt-get install sqlite3; .ci/run installs it)")
+    rounds = 300
+    storage.set_working_memory("{}", scope="resource", resource_id="r")
+    # Each shell transaction reads the record, then writes it back changed: a read-modify-write in
+    # several statements, safe only if workmem's writes wait for its lock (and it for theirs).
+    script = ".bail on\n.timeout 30000\nCREATE TEMP TABLE seen (t TEXT);\n" + _SHELL_INCREMENT * rounds
+    proc = subprocess.Popen([shell, str(path)], stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(script)
+    proc.stdin.close()
+    for i in range(rounds):  # workmem's merge: read, merge in Python, write, in one BEGIN IMMEDIATE
+        storage.merge_working_memory({f"wm-{i}": i}, scope="resource", resource_id="r")
+    assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    stored = json.loads(storage.get_working_memory(scope="resource", resource_id="r") or "{}")
+    assert stored.pop("shell") == rounds
+    assert stored == {f"wm-{i}": i for i in range(rounds)}
