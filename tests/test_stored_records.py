@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ import pytest
 from backends import backend_url, shared_bridge
 
 import workmem
+from workmem.errors import WorkingMemoryFormatError
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
@@ -186,3 +188,133 @@ def test_oracle_stamps_use_four_digit_years() -> None:
 
     assert encode_timestamp(NEVER) == "0001-01-01 00:00:00.000 +00:00"
     assert encode_timestamp(BEFORE_1000) == "0999-12-31 23:59:59.999 +00:00"
+
+
+# -- items 4 and 6: stored working memory that cannot be merged ------------------------------
+
+PYTHON_TYPE_NAMES = re.compile(r"\b(dict|list|tuple|str|int|float|bool|NoneType)\b")
+
+
+def _deep(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+STORED_UNMERGEABLE = {
+    "100 000 [": "[" * 100_000,
+    '100 000 {"a":': '{"a":' * 100_000,
+    "100 000 levels, closed": _deep(100_000),
+    "33 levels": _deep(32),
+    "1e400": '{"a": 1e400}',
+    "-1e400 in a list": '{"a": [1, -1e400]}',
+    "NaN": '{"a": NaN}',
+    "2**53": '{"a": 9007199254740992}',
+    "-(2**53 + 1)": '{"a": -9007199254740993}',
+    "10**30 nested": '{"a": {"b": 1000000000000000000000000000000}}',
+    "\\u0000": '{"a": "x\\u0000"}',
+    "\\u0000 in a key": '{"x\\u0000": 1}',
+    "lone surrogate escape": '{"a": "\\ud800"}',
+    "lone low surrogate in a nested key": '{"a": {"\\udfff": 1}}',
+    "duplicate keys": '{"a": 1, "a": 2}',
+    "duplicate keys, spaced": '{"a": 1, "a" : 2}',
+    "nested duplicate keys": '{"x": [{"a": 1, "a": 1}]}',
+    "an array": "[1, 2]",
+    "a string": '"text"',
+    "null": "null",
+    "not JSON": "# Notes\n- likes tea",
+}
+
+
+def _merge(storage: MemoryStorage, scope: str) -> dict[str, Any]:
+    if scope == "resource":
+        return storage.merge_working_memory({"new": 1}, scope="resource", resource_id="r-stored")
+    return storage.merge_working_memory({"new": 1}, scope="thread", thread_id="t-stored", resource_id="r-stored")
+
+
+def _stored(storage: MemoryStorage, scope: str) -> str | None:
+    if scope == "resource":
+        return storage.get_working_memory(scope="resource", resource_id="r-stored")
+    return storage.get_working_memory(scope="thread", thread_id="t-stored")
+
+
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+def test_unmergeable_stored_memory_is_a_format_error(backend_url: str, scope: str) -> None:
+    """Every case, every backend: WorkingMemoryFormatError, nothing changed, a message in JSON's terms."""
+    with workmem.connect(backend_url) as storage:
+        storage.save_thread(Thread("t-stored", "r-stored", "stored"))
+        outcomes: dict[str, str] = {}
+        for name, text in STORED_UNMERGEABLE.items():
+            storage.set_working_memory(text, scope=scope, resource_id="r-stored", thread_id="t-stored")  # type: ignore[arg-type]
+            try:
+                merged = _merge(storage, scope)
+            except WorkingMemoryFormatError as exc:
+                outcome = "format error"
+                if PYTHON_TYPE_NAMES.search(str(exc)):
+                    outcome += f" naming a Python type: {exc}"
+            except Exception as exc:  # every other outcome is reported below
+                outcome = f"{type(exc).__name__}: {str(exc)[:200]}"
+            else:
+                outcome = f"merged: {str(merged)[:100]}"
+            if _stored(storage, scope) != text:
+                outcome += ", and the stored text changed"
+            outcomes[name] = outcome
+        assert outcomes == dict.fromkeys(STORED_UNMERGEABLE, "format error")
+
+
+STORED_MERGEABLE = {
+    "-0.0 reads as 0.0": (
+        '{"a": -0.0, "b": [-0.0, -0], "c": {"d": -0.0e3}}',
+        {"a": 0.0, "b": [0.0, 0], "c": {"d": 0.0}},
+    ),
+    "2**53 - 1 stays an int": ('{"a": 9007199254740991, "b": -9007199254740991}', {"a": 2**53 - 1, "b": -(2**53 - 1)}),
+    "exponents are floats": ('{"a": 1e5, "b": 1.5E-3, "c": 2e+2}', {"a": 100000.0, "b": 0.0015, "c": 200.0}),
+    "pretty-printed": ('{\n  "a": [\n    1,\n    {"b" : true}\n  ]\n}', {"a": [1, {"b": True}]}),
+    "escapes": ('{"a": "\\u00e9\\ud83d\\ude00\\n", "\\u0041": 1}', {"a": "é😀\n", "A": 1}),
+    "32 levels": (_deep(31), json.loads(_deep(31))),
+    "the same key in different objects": ('{"a": {"a": 1}, "b": [{"a": 2}, {"a": 3}]}', None),
+}
+
+
+def _exact(value: Any) -> Any:
+    """A comparable form that tells 1 from 1.0 and -0.0 from 0.0."""
+    if isinstance(value, dict):
+        return {k: _exact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_exact(v) for v in value]
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)
+
+
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+@pytest.mark.parametrize("name", list(STORED_MERGEABLE))
+def test_odd_but_valid_stored_memory_merges_alike(backend_url: str, scope: str, name: str) -> None:
+    text, value = STORED_MERGEABLE[name]
+    expected = {**(json.loads(text) if value is None else value), "new": 1}
+    with workmem.connect(backend_url) as storage:
+        storage.save_thread(Thread("t-stored", "r-stored", "stored"))
+        storage.set_working_memory(text, scope=scope, resource_id="r-stored", thread_id="t-stored")  # type: ignore[arg-type]
+        merged = _merge(storage, scope)
+        assert _exact(merged) == _exact(expected)
+        assert _exact(json.loads(_stored(storage, scope) or "")) == _exact(expected)
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_merges_plain_memory_in_one_statement() -> None:
+    """The exact check is for odd text only: plain JSON (what workmem and JSON.stringify write) merges in SQL."""
+    import psycopg
+    from test_postgres import fresh_schema_url
+
+    with fresh_schema_url() as url, workmem.connect(url) as storage:
+        merge = f"{storage.dialect._prefix}.workmem_merge_document"  # type: ignore[attr-defined]
+        with psycopg.connect(storage._pool.conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
+
+            def run(stored: str) -> str:
+                return str(conn.execute(f"SELECT {merge}(%s, '{{\"n\":1}}')", [stored]).fetchone()[0])  # type: ignore[index]
+
+            plain = '{"name":"Sam","born":"2001-02-03","tags":["a","b"],"n":{"x":1.5,"y":-3,"z":0}}'
+            assert json.loads(run(plain)) == {**json.loads(plain), "n": 1}
+            assert json.loads(run('{\n  "a": [\n    1,\n    2\n  ]\n}')) == {"a": [1, 2], "n": 1}
+            for odd in ('{"a":1,"a":2}', '{"a":"\\u00e9"}', '{"a":1e5}', '{"a":-0.0}', '{"a":12345678901234567}'):
+                with pytest.raises(psycopg.Error) as raised:
+                    run(odd)
+                assert raised.value.sqlstate == "WM004", odd

@@ -29,7 +29,10 @@ class ValidationError(WorkmemError, ValueError):
 
 
 class WorkingMemoryFormatError(WorkmemError, ValueError):
-    """A JSON merge was asked of stored working memory that is not a JSON object. Nothing changed."""
+    """A JSON merge was asked of stored working memory that is not a JSON object within the input rules.
+
+    Raised the same on every backend: the stored text, not the caller's input, is wrong. Nothing changed.
+    """
 
 
 class ThreadNotFoundError(WorkmemError, LookupError):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workmem.errors import WorkingMemoryFormatError
+from workmem.errors import ValidationError, WorkingMemoryFormatError
+from workmem.validation import MAX_DEPTH, json_type, validate_json_object
 
 __all__ = ["apply_merge_patch", "parse_json_object"]
 
@@ -27,19 +28,55 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
 def parse_json_object(text: str | None) -> dict[str, Any]:
     """Read stored working memory as a JSON object; ``None`` and blank text are ``{}``.
 
-    Raises :class:`WorkingMemoryFormatError` when the text is not a JSON object.
+    The stored text must be a JSON object within the input rules of
+    :mod:`workmem.validation` (nesting depth, finite numbers, integers within
+    +/-(2**53 - 1), strings without NUL or lone surrogates) and name no key twice
+    in one object, so every backend reads it as the same value; ``-0.0`` reads as
+    ``0.0``, as in validated input. Anything else raises
+    :class:`WorkingMemoryFormatError` (it is the stored text, not the caller's
+    input, that is wrong): a merge into it changes nothing.
     """
     if text is None or not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise WorkingMemoryFormatError(
+            f"stored working memory is nested more than {MAX_DEPTH} levels deep; merge needs a JSON object within "
+            "the limits"
+        ) from None
+    except _DuplicateKey as exc:
+        raise WorkingMemoryFormatError(
+            f"stored working memory names the key {exc.key!r} twice in one object; merge needs a JSON object with "
+            "unique keys"
+        ) from None
     except ValueError:
         raise WorkingMemoryFormatError("stored working memory is not JSON; merge needs a JSON object") from None
     if not isinstance(value, dict):
         raise WorkingMemoryFormatError(
-            f"stored working memory is a JSON {type(value).__name__}, not an object; merge needs an object"
+            f"stored working memory is a JSON {json_type(value)}, not an object; merge needs an object"
         )
-    return value
+    try:
+        return validate_json_object(value, "stored working memory")
+    except ValidationError as exc:
+        raise WorkingMemoryFormatError(f"{exc}; merge needs a JSON object within the limits") from None

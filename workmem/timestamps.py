@@ -6,6 +6,7 @@ import re
 from datetime import UTC, datetime
 
 from workmem.errors import ValidationError
+from workmem.validation import json_type
 
 __all__ = ["from_iso", "normalize", "to_iso", "utc_now"]
 
@@ -13,7 +14,7 @@ __all__ = ["from_iso", "normalize", "to_iso", "utc_now"]
 def normalize(value: datetime) -> datetime:
     """Return ``value`` in UTC, truncated to whole milliseconds; naive datetimes are rejected."""
     if not isinstance(value, datetime):
-        raise ValidationError(f"expected a datetime, got {type(value).__name__}")
+        raise ValidationError(f"expected a datetime, got {json_type(value)}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError("timestamps must be timezone-aware")
     try:

@@ -33,6 +33,7 @@ __all__ = [
     "MAX_TEXT_BYTES",
     "MAX_TITLE_BYTES",
     "dump_json",
+    "json_type",
     "validate_id",
     "validate_json_object",
     "validate_text",
@@ -44,6 +45,22 @@ MAX_TITLE_BYTES = 1024
 MAX_TEXT_BYTES = 4 * 1024 * 1024
 MAX_SAFE_INT = 2**53 - 1
 MAX_DEPTH = 32
+
+
+def json_type(value: object) -> str:
+    """The JSON name of ``value``'s type (``object``, ``array``, ``string``, ``number``, ``boolean``, ``null``).
+
+    For messages: a value that is no JSON value at all is named by its Python
+    type (``set``, ``bytes``, ...), since no JSON name fits it.
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    for kind, name in ((Mapping, "object"), (str, "string"), (int | float, "number"), (list | tuple, "array")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
 
 
 def _utf8_size(value: str, what: str) -> int:
@@ -59,7 +76,7 @@ def _utf8_size(value: str, what: str) -> int:
 def validate_text(value: object, what: str = "working memory", *, limit: int = MAX_TEXT_BYTES) -> str:
     """Check a free text value (working memory, message text) and return it."""
     if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a str, got {type(value).__name__}")
+        raise ValidationError(f"{what} must be a string, got {json_type(value)}")
     if _utf8_size(value, what) > limit:
         raise ValidationError(f"{what} is larger than {limit} bytes")
     return value
@@ -72,7 +89,7 @@ def validate_id(value: object, what: str = "id") -> str:
     if type(value) is str and value.isascii() and 0 < len(value) <= MAX_ID_BYTES and "\x00" not in value:
         return value
     if not isinstance(value, str):
-        raise ValidationError(f"{what} must be a str, got {type(value).__name__}")
+        raise ValidationError(f"{what} must be a string, got {json_type(value)}")
     size = _utf8_size(value, what)
     if size == 0:
         raise ValidationError(f"{what} must not be empty")
@@ -115,7 +132,7 @@ def _check_value(value: object, path: str, depth: int) -> None:
 def validate_json_object(value: object, what: str = "metadata") -> dict[str, Any]:
     """Check that ``value`` is a JSON object of JSON values within the limits; return a plain dict copy."""
     if not isinstance(value, Mapping):
-        raise ValidationError(f"{what} must be a JSON object (dict), got {type(value).__name__}")
+        raise ValidationError(f"{what} must be a JSON object, got {json_type(value)}")
     plain = dict(value)
     _check_value(plain, what, 1)
     text = dump_json(plain)

@@ -28,7 +28,7 @@ from workmem.storage import Capabilities
 from workmem.urls import encode_userinfo, mask_url, split_userinfo, url_secrets
 
 from .sql import Result, SqlStorage, Statement
-from .sql.postgres import FORMAT_ERROR, NEAR_LIMIT_ERROR, TOO_LARGE_ERROR, PostgresDialect
+from .sql.postgres import EXACT_CHECK_ERROR, FORMAT_ERROR, NEAR_LIMIT_ERROR, TOO_LARGE_ERROR, PostgresDialect
 from .sql.storage import ExactCheckNeeded, check_options, driver_error
 
 __all__ = ["PostgresStorage", "parse_postgres_url"]
@@ -145,7 +145,7 @@ class PostgresStorage(SqlStorage):
 
     def _error(self, exc: BaseException) -> WorkmemError:
         state = getattr(exc, "sqlstate", None)
-        if state == NEAR_LIMIT_ERROR:
+        if state in (NEAR_LIMIT_ERROR, EXACT_CHECK_ERROR):
             return ExactCheckNeeded(str(exc.diag.message_primary))  # type: ignore[attr-defined]
         if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
             kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError

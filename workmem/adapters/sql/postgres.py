@@ -5,7 +5,11 @@ merge, and ``workmem_merge_document`` (plpgsql, created with the tables)
 applies an RFC 7396 patch to stored working memory inside the ``UPDATE`` /
 ``INSERT … ON CONFLICT`` that writes it. Stored text that is not a JSON object
 raises SQLSTATE ``WM001`` (a merged document, or merged metadata, over 4 MiB
-``WM002``), which aborts the statement with nothing changed.
+``WM002``), which aborts the statement with nothing changed. Stored text that
+PostgreSQL's ``json`` and Python could read differently (escapes, exponents,
+long integers, negative zero, repeated keys, deep nesting) raises ``WM004``
+instead, and the merge is redone as a row-locked read-modify-write in Python,
+so it gets the same outcome as on every other backend.
 
 A page's ``total`` is read from ``workmem_thread_counts`` (one row per
 resource), kept exact by triggers on ``mastra_threads`` whoever writes the
@@ -28,11 +32,11 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from workmem.storage import ScopeTarget
-from workmem.validation import MAX_TEXT_BYTES, dump_json
+from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES, dump_json
 
 from .dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 
-__all__ = ["FORMAT_ERROR", "NEAR_LIMIT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
+__all__ = ["EXACT_CHECK_ERROR", "FORMAT_ERROR", "NEAR_LIMIT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
 
 FORMAT_ERROR = "WM001"
 """SQLSTATE raised when stored working memory is not a JSON object."""
@@ -40,6 +44,8 @@ NEAR_LIMIT_ERROR = "WM003"
 """SQLSTATE raised when merged metadata may be over the limit: the exact measure decides, under a row lock."""
 TOO_LARGE_ERROR = "WM002"
 """SQLSTATE raised when a merged document is larger than the limit."""
+EXACT_CHECK_ERROR = "WM004"
+"""SQLSTATE raised when stored working memory may read differently in Python: the exact check decides it."""
 
 DDL_LOCK = 0x776F726B6D656D
 """Advisory lock key ("workmem") held while creating tables, so concurrent first starts do not race."""
@@ -178,6 +184,7 @@ CREATE OR REPLACE FUNCTION {s}.workmem_merge_document(stored text, patch json) R
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
   doc json;
+  tree jsonb;
   merged text;
 BEGIN
   IF stored IS NULL OR stored ~ '{blank}' THEN
@@ -187,10 +194,25 @@ BEGIN
       doc := stored::json;
     EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
       RAISE EXCEPTION 'stored working memory is not JSON; merge needs a JSON object' USING ERRCODE = '{format_error}';
+    WHEN statement_too_complex OR program_limit_exceeded THEN  -- the parser ran out of stack
+      RAISE EXCEPTION 'stored working memory is nested more than {depth} levels deep; merge needs a JSON object '
+        'within the limits' USING ERRCODE = '{format_error}';
     END;
     IF json_typeof(doc) <> 'object' THEN
       RAISE EXCEPTION 'stored working memory is a JSON %, not an object; merge needs an object', json_typeof(doc)
         USING ERRCODE = '{format_error}';
+    END IF;
+    -- json keeps text as written; Python reads it as values. Where the two could differ -- escapes (NUL,
+    -- lone surrogates), exponents and long integers (inf, > 2**53), negative zero, a key written twice, more
+    -- than {depth} levels -- or a cheap test cannot rule that out, the exact check decides under a row lock.
+    IF stored ~ '{needs_exact}' THEN
+      RAISE EXCEPTION 'stored working memory needs the exact check' USING ERRCODE = '{exact}';
+    END IF;
+    tree := doc::jsonb;  -- keeps the last of repeated keys: fewer keys than '":' pairs means a repeat (or a ": in text)
+    IF jsonb_path_exists(tree, 'strict $.**{{{depth}}}')
+       OR jsonb_array_length(jsonb_path_query_array(tree, 'strict $.** ? (@.type() == "object").keyvalue().key'))
+          <> (octet_length(stored) - octet_length(replace(stored, '":', ''))) / 2 THEN
+      RAISE EXCEPTION 'stored working memory needs the exact check' USING ERRCODE = '{exact}';
     END IF;
   END IF;
   merged := {s}.workmem_merge_patch(doc, patch)::text;
@@ -201,6 +223,9 @@ BEGIN
 END
 $fn$
 """
+# Stored text the one-statement merge leaves to the exact check (see _MERGE_DOCUMENT): any \u escape; a
+# key with space before its ':'; a number of 16+ digits, with an exponent, or a negative zero.
+_NEEDS_EXACT = r'\\u|"\s+:|(?<![0-9.])[0-9]{16,}\s*[],}]|[0-9][eE][-+]?[0-9]+\s*[],}]|-0(\.0+)?\s*[],}]'
 
 
 @functools.lru_cache(maxsize=512)
@@ -248,6 +273,9 @@ class PostgresDialect(Dialect):
                 format_error=FORMAT_ERROR,
                 too_large=TOO_LARGE_ERROR,
                 near_limit=NEAR_LIMIT_ERROR,
+                exact=EXACT_CHECK_ERROR,
+                needs_exact=_NEEDS_EXACT,
+                depth=MAX_DEPTH,
                 limit=MAX_TEXT_BYTES,
             )
             for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE)

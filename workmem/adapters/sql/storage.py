@@ -48,11 +48,12 @@ R = TypeVar("R")
 
 
 class ExactCheckNeeded(WorkmemError):
-    """Internal: a one-statement update stopped, nothing written, because only the exact limit check can decide.
+    """Internal: a one-statement update stopped, nothing written, because only the exact check can decide.
 
-    The database's cheap size measure over-estimates (PostgreSQL's jsonb text); :class:`SqlStorage`
-    catches this and redoes the operation as a row-locked read-modify-write measured in Python, so
-    every backend accepts and refuses the same input.
+    The database's cheap size measure over-estimates (PostgreSQL's jsonb text), or stored working
+    memory may read differently in Python than in the database (an escape, an exponent, a repeated
+    key, ...); :class:`SqlStorage` catches this and redoes the operation as a row-locked
+    read-modify-write decided in Python, so every backend accepts and refuses the same input.
     """
 
 
