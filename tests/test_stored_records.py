@@ -318,3 +318,64 @@ def test_postgres_merges_plain_memory_in_one_statement() -> None:
                 with pytest.raises(psycopg.Error) as raised:
                     run(odd)
                 assert raised.value.sqlstate == "WM004", odd
+
+
+# -- item 15: pages far past the end ---------------------------------------------------------
+
+
+def test_a_page_far_past_the_end_is_empty(backend_url: str) -> None:
+    with workmem.connect(backend_url) as storage:
+        storage.save_thread(Thread("t-page", "r-page"))
+        for page, per_page in ((10**18, 100), (10**18, 10**18), (0, 10**30), (2**63, 1), (10**40, 10**40)):
+            result = storage.list_threads("r-page", page=page, per_page=per_page)
+            expected = ["t-page"] if page == 0 else []
+            assert ([t.id for t in result.threads], result.total, result.has_more) == (expected, 1, False), (
+                page,
+                per_page,
+            )
+
+
+@contextlib.contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """The URL of a new random database on the test server, dropped (with anything in it) afterwards."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+    from servers import server_url
+
+    server = server_url("postgres")
+    name = f"wm_sys_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(server)
+    try:
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.backend("postgres")
+@pytest.mark.parametrize("schema", ["information_schema", "pg_catalog", "pg_temp", "pg_toast", "PG_Catalog"])
+def test_postgres_system_schemas_are_refused(schema: str) -> None:
+    """Refused before anything is created (checked in a database of the test's own, dropped afterwards)."""
+    import psycopg
+
+    from workmem.errors import ValidationError
+
+    with fresh_postgres_database() as url:
+        with pytest.raises(ValidationError, match="system schema"):
+            workmem.connect(f"{url}?schema={schema}").close()
+        with pytest.raises(ValidationError, match="system schema"):
+            from workmem.adapters.postgres import PostgresStorage
+
+            PostgresStorage(url, schema=schema).close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            made = conn.execute(
+                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relname LIKE 'mastra%%' OR c.relname LIKE 'workmem%%' "
+                "UNION ALL SELECT n.nspname, p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE p.proname LIKE 'workmem%%'"
+            ).fetchall()
+        assert made == []

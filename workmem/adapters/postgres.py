@@ -1,7 +1,8 @@
 """PostgreSQL: ``postgresql://USER:PASSWORD@HOST:5432/DB?schema=public`` (also ``postgres://``, ``postgresql+psycopg://``).
 
 ``schema`` (default ``public``) names the schema holding Mastra's tables; it is
-created when missing. Other query parameters go to libpq (``sslmode``, ...).
+created when missing; system schemas (``information_schema``, ``pg_*``) are
+refused. Other query parameters go to libpq (``sslmode``, ...).
 Options: ``min_size`` (pooled connections kept open, default 1), ``max_size``
 (default 10), ``timeout`` (seconds to wait for a pooled connection, default
 30), ``connect_timeout`` (seconds, default 10), ``schema``.

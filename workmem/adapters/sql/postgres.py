@@ -31,6 +31,7 @@ import functools
 from datetime import datetime
 from typing import Any, ClassVar
 
+from workmem.errors import ValidationError
 from workmem.storage import ScopeTarget
 from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES, dump_json
 
@@ -242,6 +243,12 @@ class PostgresDialect(Dialect):
     kept_counts: ClassVar[bool] = True
 
     def __init__(self, schema: str = "public") -> None:
+        if isinstance(schema, str) and (schema.lower() == "information_schema" or schema.lower().startswith("pg_")):
+            # information_schema would take the tables; pg_temp would make them vanish with each connection.
+            raise ValidationError(
+                f"schema {schema!r} is a PostgreSQL system schema (information_schema, pg_*); "
+                "name a schema of your own (the default is public)"
+            )
         super().__init__(schema)
         self._prefix = self.resources.rpartition(".")[0]
 

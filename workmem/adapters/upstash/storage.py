@@ -39,6 +39,8 @@ T = TypeVar("T")
 _SCRIPTS: tuple[Script, ...] = (CAS_SET, CAS_DELETE, LIST_PAGE, INDEX_IF_UNCHANGED, UNINDEX_IF_UNCHANGED)
 _MAX_ATTEMPTS = 1000
 _BATCH = 200
+_MAX_RANK = 2**62
+"""Ranks sent to Redis are clamped to this (it takes signed 64-bit integers; no index is that long)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,11 +233,12 @@ class UpstashStorage(MemoryStorage):
         direction: Direction = "desc",
     ) -> ThreadPage:
         query = check_list_args(resource_id, page, per_page, order_by, direction)
-        stop = -1 if query.per_page is None else query.offset + query.per_page - 1
+        # Redis takes ranks as signed 64-bit integers: a page past 2**62 is past every index, and empty.
+        stop = -1 if query.per_page is None else min(query.offset + query.per_page - 1, _MAX_RANK)
         reply = self._client.run(
             LIST_PAGE,
             [self.keys.thread_index(query.order_by, query.resource_id)],
-            [self.keys.thread_key_start, query.offset, stop, query.direction],
+            [self.keys.thread_key_start, min(query.offset, _MAX_RANK), stop, query.direction],
         )
         threads: list[Thread] = []
         for index in range(1, len(reply), 2):
