@@ -13,6 +13,7 @@ from __future__ import annotations
 from workmem.errors import (
     BackendUnavailableError,
     MissingDriverError,
+    MissingTablesError,
     ReadOnlyMemoryError,
     ThreadNotFoundError,
     ThreadOwnershipError,
@@ -36,6 +37,7 @@ __all__ = [
     "Memory",
     "MemoryStorage",
     "MissingDriverError",
+    "MissingTablesError",
     "ReadOnlyMemoryError",
     "Resource",
     "Scope",

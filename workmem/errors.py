@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "BackendUnavailableError",
     "MissingDriverError",
+    "MissingTablesError",
     "ReadOnlyMemoryError",
     "ThreadNotFoundError",
     "ThreadOwnershipError",
@@ -58,6 +59,13 @@ class UnknownSchemeError(WorkmemError, ValueError):
 
 class MissingDriverError(WorkmemError, ImportError):
     """The adapter's database driver is not installed; the message names the extra to install."""
+
+
+class MissingTablesError(WorkmemError, LookupError):
+    """``connect(url, create=False)`` found the tables workmem needs missing; nothing was created.
+
+    Connect once without ``create=False`` (as a user that may create tables) to create them.
+    """
 
 
 class BackendUnavailableError(WorkmemError, ConnectionError):

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from workmem.errors import MissingDriverError, UnknownSchemeError
-from workmem.storage import MemoryStorage
+from workmem.storage import MemoryStorage, check_create
 from workmem.urls import mask_url, scheme_of
 
 __all__ = ["ENTRY_POINT_GROUP", "AdapterSpec", "builtin_schemes", "connect", "known_schemes", "register", "resolve"]
@@ -124,11 +124,16 @@ def resolve(url: str) -> type[MemoryStorage]:
     return cls
 
 
-def connect(url: str, **options: Any) -> MemoryStorage:
-    """Open the adapter for ``url``, creating missing tables and indexes.
+def connect(url: str, *, create: bool = True, **options: Any) -> MemoryStorage:
+    """Open the adapter for ``url``, creating missing tables and indexes (unless ``create=False``).
 
+    ``create=False`` creates and changes nothing, for read-only credentials or files; the
+    tables must exist (else :class:`~workmem.errors.MissingTablesError`). It is passed to the
+    adapter's ``from_url`` as the ``create`` option (every built-in adapter takes it).
     ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...).
     """
     if not isinstance(url, str) or not url:
         raise UnknownSchemeError("connect() needs a URL such as 'file:agent.db' or 'postgresql://host/db'")
+    if not check_create(create):
+        options["create"] = False
     return resolve(url).from_url(url, **options)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError
+from workmem.errors import MissingTablesError, ThreadNotFoundError, ThreadOwnershipError, ValidationError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
 
@@ -24,11 +24,13 @@ __all__ = [
     "ListQuery",
     "MemoryStorage",
     "ScopeTarget",
+    "check_create",
     "check_list_args",
     "check_owner",
     "check_resource_update",
     "check_scope",
     "check_thread_update",
+    "missing_tables",
     "thread_working_memory",
 ]
 
@@ -73,6 +75,21 @@ class ScopeTarget:
     scope: Scope
     resource_id: str | None
     thread_id: str | None
+
+
+def check_create(create: object) -> bool:
+    """Validate the ``create`` option of ``connect()``: whether missing tables and indexes are created."""
+    if not isinstance(create, bool):
+        raise ValidationError(f"create must be a bool, not {type(create).__name__}")
+    return create
+
+
+def missing_tables(where: str, names: list[str]) -> MissingTablesError:
+    """The error of ``connect(url, create=False)`` finding ``names`` missing in ``where`` (a masked URL)."""
+    return MissingTablesError(
+        f"{where} has no {', '.join(names)}, which workmem needs; connect(url, create=False) creates nothing: "
+        "connect once without create=False, as a user that may create tables, to create them"
+    )
 
 
 def check_scope(scope: object, resource_id: object, thread_id: object) -> ScopeTarget:

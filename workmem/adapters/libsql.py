@@ -7,7 +7,9 @@ Remote libSQL servers and Turso: ``libsql://HOST?authToken=TOKEN``, or
 ``@libsql/client``: ``libsql://127.0.0.1:8080?tls=0`` is a local server over
 plain HTTP (the port must be given). Options: ``busy_timeout`` (seconds a busy database is
 waited for, default 10), ``pool_size`` (connections, default 4; always 1 for
-``:memory:``, whose connections would each be a separate database).
+``:memory:``, whose connections would each be a separate database), ``create``
+(default ``True``; ``False`` creates and changes nothing, the tables must exist).
+``file:agent.db?mode=ro`` opens an existing file read-only (and creates nothing).
 
 Driver: ``libsql`` (``pip install 'workmem[libsql]'``), embedding SQLite 3.45.
 Tables are Mastra's (``mastra_threads``, ``mastra_resources``) with JSONB
@@ -48,7 +50,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
-from workmem.storage import Capabilities
+from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import mask_url, query_pairs, scheme_of, split_userinfo
 
 from .sql import KeyRead, Result, SqlStorage, Statement
@@ -78,7 +80,7 @@ _opened: Counter[str] = Counter()
 _opened_lock = threading.Lock()
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
-_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size"})
+_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create"})
 _URL_PARAMS = frozenset({"authToken", "tls"})
 
 
@@ -130,9 +132,11 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
     return urlunsplit((http, parts.netloc, parts.path, "", "")), token
 
 
-def _unopenable(database: str) -> str | None:
+def _unopenable(database: str, read_only: bool = False) -> str | None:
     """Why the local file ``database`` cannot be a database (SQLite says only "error 14"), if the path tells."""
     path = Path(database)
+    if read_only and not path.exists():
+        return f"{database} does not exist (mode=ro opens an existing database file, it creates nothing)"
     if path.is_dir():
         return f"{database} is a directory, not a database file"
     folder = path.parent
@@ -150,6 +154,19 @@ def _unopenable(database: str) -> str | None:
     if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
         return f"folder {folder} does not let this process create {path.name}"
     return None
+
+
+def _file_mode(url: str) -> tuple[str, bool]:
+    """``(url without its query, read_only)``: a file URL takes one parameter, SQLite's ``mode=ro``."""
+    if scheme_of(url) != "file" or "?" not in url or url.startswith("file::memory:"):
+        return url, False
+    where, _, query = url.partition("?")
+    if query != "mode=ro":
+        raise ValidationError(
+            "a file URL takes one query parameter, mode=ro (open read-only, create nothing); "
+            "pass other options to connect()"
+        )
+    return where, True
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -344,6 +361,8 @@ class LibSQLStorage(SqlStorage):
         auth_token: str | None = None,
         busy_timeout: float = 10.0,
         pool_size: int = 4,
+        create: bool = True,
+        read_only: bool = False,
         url: str | None = None,
     ) -> None:
         super().__init__(SQLiteDialect())
@@ -360,20 +379,37 @@ class LibSQLStorage(SqlStorage):
         self._memory = database == ":memory:"
         self._path = None if self._remote or self._memory else os.path.realpath(database)
         """The database file's real path (``None`` for ``:memory:`` and remote servers)."""
+        if not isinstance(read_only, bool):
+            raise ValidationError(f"read_only must be a bool, not {type(read_only).__name__}")
+        if read_only and self._path is None:
+            raise ValidationError("read_only (mode=ro) opens a local database file, not :memory: or a server")
+        self._read_only = read_only
+        self._create = check_create(create) and not read_only  # a read-only file can have nothing created
+        self._target = database if self._path is None or not read_only else self._read_only_uri()
+        """What the driver opens: the path, ``:memory:``, a server URL, or a ``mode=ro`` URI."""
         self._last_look = 0.0  # when _look_for_foreign_sqlite last looked (time.monotonic())
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
         self._reader_lock = threading.Lock()
         self._pool = _Pool(self._open, 1 if self._memory else pool_size, max(self._busy_timeout, 1.0), self._released)
-        self._setup()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
         self._look_for_foreign_sqlite(force=True)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         check_options(options, _OPTIONS, "libSQL")
-        database, token = parse_libsql_url(url)
+        where, read_only = _file_mode(url)
+        database, token = parse_libsql_url(where)
         options.setdefault("auth_token", token)
-        return cls(database, url=url, **options)
+        return cls(database, url=url, read_only=read_only, **options)
+
+    def _read_only_uri(self) -> str:
+        assert self._path is not None
+        return f"file:{quote(self._path)}?mode=ro"
 
     def __repr__(self) -> str:
         return f"LibSQLStorage({self._url!r})"
@@ -384,10 +420,10 @@ class LibSQLStorage(SqlStorage):
         try:
             # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
             conn = self._driver.connect(
-                database or self._database, isolation_level=None, timeout=0.0, auth_token=self._token or ""
+                database or self._target, isolation_level=None, timeout=0.0, auth_token=self._token or ""
             )
         except Exception as exc:
-            reason = None if self._remote or self._memory else _unopenable(self._database)
+            reason = None if self._path is None else _unopenable(self._database, self._read_only)
             if reason is not None:
                 raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
             error = self._error(exc, "cannot open")
@@ -494,7 +530,7 @@ class LibSQLStorage(SqlStorage):
         assert self._path is not None
         with self._reader_lock:  # one read-only connection of its own, opened on first use
             if self._reader is None:
-                self._reader = self._open(f"file:{quote(self._path)}?mode=ro")
+                self._reader = self._open(self._read_only_uri())
             return self._query_only(self._reader, sql, params, reset=False)
 
     def _query_only(self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool) -> list[tuple[Any, ...]]:
@@ -583,6 +619,15 @@ class LibSQLStorage(SqlStorage):
                 raise
 
     def _setup(self) -> None:
+        if not self._create:  # change nothing: only check that the tables are there
+            names = self.dialect.required_tables()
+            marks = ", ".join("?" for _ in names)
+            sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
+            found = {row[0] for row in self._attempt(sql, tuple(names)).rows}
+            missing = [name for name in names if name not in found]
+            if missing:
+                raise missing_tables(self._url, missing)
+            return
         if not (self._remote or self._memory):
             with self._connection() as conn:
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchall())

@@ -19,6 +19,7 @@ from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, 
 from workmem.storage import (
     Capabilities,
     MemoryStorage,
+    check_create,
     check_list_args,
     check_owner,
     check_resource_update,
@@ -58,8 +59,9 @@ class InMemoryStorage(MemoryStorage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
+        check_create(options.pop("create", True))  # nothing to create: the store is made on first use
         if options:
-            raise ValidationError(f"memory:// takes no options, got {sorted(options)}")
+            raise ValidationError(f"memory:// takes no options but create, got {sorted(options)}")
         parts = urlsplit(url)
         name = (parts.netloc + parts.path).strip("/")
         return cls(name or None)

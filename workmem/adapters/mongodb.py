@@ -65,10 +65,12 @@ from workmem.storage import (
     WORKING_MEMORY_KEY,
     Capabilities,
     MemoryStorage,
+    check_create,
     check_list_args,
     check_resource_update,
     check_scope,
     check_thread_update,
+    missing_tables,
     thread_working_memory,
 )
 from workmem.timestamps import utc_now
@@ -124,19 +126,32 @@ class MongoStorage(MemoryStorage):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         database = options.pop("database", None)
+        create = check_create(options.pop("create", True))
         secrets = Secrets(url)
         client = open_client(url, options, secrets)
         try:
             if database is None:
                 with driver_errors(import_driver("pymongo.errors", "mongodb"), secrets, "read database name"):
                     database = client.get_default_database(DEFAULT_DATABASE).name
-            return cls(client, database, owns_client=True, url=url)
+            storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
+            if not create:
+                storage._check_collections()
+            return storage
         except BaseException:
             client.close()
             raise
 
     def __repr__(self) -> str:
         return f"MongoStorage(url={self._secrets.masked_url!r}, database={self.database!r})"
+
+    def _check_collections(self) -> None:
+        """``connect(url, create=False)``: the collections must be there (nothing is created)."""
+        with self._driver("list collections"):
+            db = self._threads.database
+            found = set(db.list_collection_names(filter={"name": {"$in": [THREADS, RESOURCES]}}))
+        missing = [name for name in (THREADS, RESOURCES) if name not in found]
+        if missing:
+            raise missing_tables(f"{self._secrets.masked_url} (database {self.database})", missing)
 
     def create_indexes(self) -> None:
         """Create the unique ``id`` indexes and the thread listing indexes when missing (idempotent)."""

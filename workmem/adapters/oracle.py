@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.records import Thread
-from workmem.storage import Capabilities
+from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.timestamps import utc_now
 from workmem.urls import mask_url, split_userinfo
 
@@ -161,7 +161,7 @@ class OracleStorage(SqlStorage):
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
     dialect: OracleDialect
 
-    def __init__(self, config: OracleConfig) -> None:
+    def __init__(self, config: OracleConfig, *, create: bool = True) -> None:
         self._config = config
         self._oracledb: ModuleType = import_driver("oracledb", "oracle")
         self._closed = False
@@ -182,7 +182,7 @@ class OracleStorage(SqlStorage):
                 session_callback=self._setup_session,
             )
         try:
-            dialect = self._prepare_schema(config.table_prefix)
+            dialect = self._prepare_schema(config.table_prefix, check_create(create))
         except BaseException:
             with suppress(self._oracledb.Error):
                 self._pool.close(force=True)
@@ -191,7 +191,8 @@ class OracleStorage(SqlStorage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        return cls(parse_oracle_url(url, **options))
+        create = options.pop("create", True)
+        return cls(parse_oracle_url(url, **options), create=create)
 
     def __repr__(self) -> str:
         return f"OracleStorage({self._config.masked_url!r})"
@@ -284,12 +285,19 @@ class OracleStorage(SqlStorage):
 
     # -- schema ------------------------------------------------------------------------
 
-    def _prepare_schema(self, table_prefix: str) -> OracleDialect:
-        """Create what is missing, then read which type ``metadata`` really has (the tables may predate us)."""
+    def _prepare_schema(self, table_prefix: str, create: bool) -> OracleDialect:
+        """Create what is missing (unless not ``create``), then read which type ``metadata`` really has."""
 
         def work(connection: Any) -> OracleDialect:
             major = int(str(connection.version).split(".")[0])
             dialect = OracleDialect(table_prefix, native_json=major >= _NATIVE_JSON_VERSION)
+            if not create:  # change nothing: the tables must be there (their metadata types say so)
+                types = dict(connection.cursor().execute(*dialect.render(dialect.metadata_types())).fetchall())
+                missing = [name for name in (dialect.resources, dialect.threads) if name not in types]
+                if missing:
+                    raise missing_tables(self._config.masked_url, missing)
+                native = types[dialect.resources] == "JSON" and types[dialect.threads] == "JSON"
+                return OracleDialect(table_prefix, native_json=native)
             try:
                 self._create(connection, dialect.ddl()[0])
             except self._oracledb.DatabaseError as exc:

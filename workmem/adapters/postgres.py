@@ -5,7 +5,8 @@ created when missing; system schemas (``information_schema``, ``pg_*``) are
 refused. Other query parameters go to libpq (``sslmode``, ...).
 Options: ``min_size`` (pooled connections kept open, default 1), ``max_size``
 (default 10), ``timeout`` (seconds to wait for a pooled connection, default
-30), ``connect_timeout`` (seconds, default 10), ``schema``.
+30), ``connect_timeout`` (seconds, default 10), ``schema``, ``create`` (default
+``True``; ``False`` creates nothing, for a SELECT-only role: the tables must exist).
 
 Driver: psycopg 3 with ``psycopg_pool`` (``pip install 'workmem[postgres]'``).
 Every operation is one statement on an autocommit connection, so it is atomic
@@ -25,7 +26,7 @@ from urllib.parse import unquote
 
 from workmem.drivers import import_driver
 from workmem.errors import BackendUnavailableError, ValidationError, WorkingMemoryFormatError, WorkmemError
-from workmem.storage import Capabilities
+from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import encode_userinfo, mask_url, split_userinfo, url_secrets
 
 from .sql import Result, SqlStorage, Statement
@@ -35,7 +36,7 @@ from .sql.storage import ExactCheckNeeded, check_options, driver_error
 __all__ = ["PostgresStorage", "parse_postgres_url"]
 
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
-_OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema"})
+_OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema", "create"})
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 
 
@@ -111,6 +112,7 @@ class PostgresStorage(SqlStorage):
         max_size: int = 10,
         timeout: float = 30.0,
         connect_timeout: int = 10,
+        create: bool = True,
         url: str | None = None,
     ) -> None:
         super().__init__(PostgresDialect(schema))
@@ -120,7 +122,7 @@ class PostgresStorage(SqlStorage):
         self._url = mask_url(url if url is not None else conninfo)
         self._max_size = max_size
         kwargs = {"autocommit": True, "connect_timeout": connect_timeout}
-        self._setup(conninfo, kwargs)
+        self._setup(conninfo, kwargs, check_create(create))
         self._pool = pool_module.ConnectionPool(
             conninfo,
             kwargs=kwargs,
@@ -195,11 +197,26 @@ class PostgresStorage(SqlStorage):
             error = self._error(exc)
             raise error from error.__cause__
 
-    def _setup(self, conninfo: str, kwargs: dict[str, Any]) -> None:
+    def _setup(self, conninfo: str, kwargs: dict[str, Any], create: bool) -> None:
+        """Create what is missing; with ``create=False`` only check (one read) that the tables are there."""
+        names = self.dialect.required_tables()
         try:
-            with self._psycopg.connect(conninfo, **kwargs) as conn, conn.transaction():
-                for sql in self.dialect.ddl():
-                    conn.execute(sql)
+            with self._psycopg.connect(conninfo, **kwargs) as conn:
+                if not create:
+                    missing = [
+                        row[0]
+                        for row in conn.execute(
+                            "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
+                            "WHERE to_regclass(format('%%I.%%I', CAST(%s AS text), name)) IS NULL ORDER BY n",
+                            (names, self.dialect.schema or "public"),
+                        ).fetchall()
+                    ]
+                    if missing:
+                        raise missing_tables(f"{self._url} (schema {self.dialect.schema or 'public'})", missing)
+                    return
+                with conn.transaction():
+                    for sql in self.dialect.ddl():
+                        conn.execute(sql)
         except self._psycopg.Error as exc:
             error = self._error(exc)
             raise error from error.__cause__

@@ -97,7 +97,8 @@ class Memory:
         self.template: str | None = None if self.schema is not None else check_template(template or DEFAULT_TEMPLATE)
         """The Markdown template (template mode), else ``None``."""
         if isinstance(storage, str):
-            self.storage: MemoryStorage = connect(storage)
+            # read-only: create nothing either (a SELECT-only role, a read-only file)
+            self.storage: MemoryStorage = connect(storage, create=False) if read_only else connect(storage)
             self._owns_storage = True
         elif isinstance(storage, MemoryStorage):
             self.storage = storage

@@ -115,6 +115,10 @@ class Dialect:
         self._sql: dict[tuple[str, ...], str] = {}
         """Statement texts that depend only on the dialect, built on first use (reads run per call)."""
 
+    def required_tables(self) -> list[str]:
+        """The tables (unqualified names) the statements use, which ``connect(url, create=False)`` checks for."""
+        return [THREADS, RESOURCES, *([COUNTS] if self.kept_counts else [])]
+
     # -- hooks: values and fragments ---------------------------------------------------
 
     def render(self, statement: Statement) -> tuple[str, Any]:

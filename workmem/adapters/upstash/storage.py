@@ -18,6 +18,7 @@ from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, 
 from workmem.storage import (
     Capabilities,
     MemoryStorage,
+    check_create,
     check_list_args,
     check_owner,
     check_resource_update,
@@ -91,6 +92,7 @@ class UpstashStorage(MemoryStorage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
+        check_create(options.pop("create", True))  # nothing to create: keys are written as they are needed
         return cls(UpstashSettings.from_url(url, options))
 
     def __repr__(self) -> str:
