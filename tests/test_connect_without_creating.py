@@ -145,3 +145,24 @@ def test_postgres_select_only_role() -> None:
             _read_only_memory_works(storage)
         with Memory(reader_url, read_only=True) as memory:  # a read-only Memory opened by URL creates nothing
             assert memory.get_working_memory(resource_id="user-1") == "# User\n- Name: Sam"
+
+
+# -- MongoDB without a server: the collection check against mongomock (FAKE) ------------------------
+
+
+def test_mongodb_create_false_checks_the_collections_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FAKE (mongomock): ``create=False`` creates no index and names missing collections; not conformance."""
+    import mongomock
+
+    from workmem.adapters import mongodb
+
+    client = mongomock.MongoClient(tz_aware=True)
+    monkeypatch.setattr(mongodb, "open_client", lambda url, options, secrets: client)
+    monkeypatch.setattr(client, "close", lambda: None)  # each connect "owns" the shared fake client
+    url = f"mongodb://fake/wm_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(MissingTablesError, match="create=False") as info:
+        workmem.connect(url, create=False)
+    assert "mastra_threads" in str(info.value) and "mastra_resources" in str(info.value)
+    _fill(url)
+    with workmem.connect(url, create=False) as storage:
+        _read_only_memory_works(storage)

@@ -148,7 +148,7 @@ class MongoStorage(MemoryStorage):
         """``connect(url, create=False)``: the collections must be there (nothing is created)."""
         with self._driver("list collections"):
             db = self._threads.database
-            found = set(db.list_collection_names(filter={"name": {"$in": [THREADS, RESOURCES]}}))
+            found = set(db.list_collection_names())
         missing = [name for name in (THREADS, RESOURCES) if name not in found]
         if missing:
             raise missing_tables(f"{self._secrets.masked_url} (database {self.database})", missing)
