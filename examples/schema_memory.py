@@ -38,15 +38,24 @@ UPDATES = [
 ]
 
 
+def start_over(memory: Memory, *resource_ids: str) -> None:
+    """Remove what an earlier run left (on a persistent $WORKMEM_URL): the resources' threads and memory."""
+    for resource_id in resource_ids:
+        for thread in memory.list_threads(resource_id, per_page=None).threads:
+            memory.delete_thread(thread.id)
+        memory.storage.update_resource(resource_id, working_memory=None)  # None: no working memory stored
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = os.environ.get("WORKMEM_URL") or f"file:{Path(tmp) / 'example.db'}"
         with Memory(url, schema=Profile) as memory:
+            start_over(memory, "user-8")
             parameters = memory.tool_definition()["parameters"]  # type: ignore[index]
             print(f"tool parameters: {sorted(parameters['properties'])}")
             for label, patch in UPDATES:
-                result = memory.call_tool(json.dumps({"memory": patch}), resource_id="user-sam")
-                data = memory.get_working_memory_data(resource_id="user-sam")
+                result = memory.call_tool(json.dumps({"memory": patch}), resource_id="user-8")
+                data = memory.get_working_memory_data(resource_id="user-8")
                 outcome = result["action"] if result["ok"] else "error: " + result["error"]
                 print(f"{label}: {outcome}")
                 print(f"  memory = {json.dumps(data, sort_keys=True)}")

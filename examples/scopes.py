@@ -18,12 +18,21 @@ USER_TEMPLATE = "# User\n- **Name**:\n- **Diet**:\n"
 TOPIC_TEMPLATE = "# Conversation\n- **Topic**:\n"
 
 
+def start_over(memory: Memory, *resource_ids: str) -> None:
+    """Remove what an earlier run left (on a persistent $WORKMEM_URL): the resources' threads and memory."""
+    for resource_id in resource_ids:
+        for thread in memory.list_threads(resource_id, per_page=None).threads:
+            memory.delete_thread(thread.id)
+        memory.storage.update_resource(resource_id, working_memory=None)  # None: no working memory stored
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = os.environ.get("WORKMEM_URL") or f"file:{Path(tmp) / 'example.db'}"
         with workmem.connect(url) as storage:
             shared = Memory(storage, scope="resource", template=USER_TEMPLATE)
             per_thread = Memory(storage, scope="thread", template=TOPIC_TEMPLATE)
+            start_over(shared, "user-sam", "user-kim", sub_agent_resource_id("user-sam", "researcher"))
 
             shared.create_thread("monday", resource_id="user-sam")
             shared.create_thread("tuesday", resource_id="user-sam")

@@ -43,11 +43,20 @@ def field(memory_text: str, name: str) -> str:
     return ""
 
 
+def start_over(memory: Memory, *resource_ids: str) -> None:
+    """Remove what an earlier run left (on a persistent $WORKMEM_URL): the resources' threads and memory."""
+    for resource_id in resource_ids:
+        for thread in memory.list_threads(resource_id, per_page=None).threads:
+            memory.delete_thread(thread.id)
+        memory.storage.update_resource(resource_id, working_memory=None)  # None: no working memory stored
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url = os.environ.get("WORKMEM_URL") or f"file:{Path(tmp) / 'example.db'}"
         with Memory(url, template=TEMPLATE) as memory:
-            memory.create_thread("chat-1", resource_id="user-sam", title="First chat")
+            start_over(memory, "user-7")
+            memory.create_thread("chat-1", resource_id="user-7", title="First chat")
             print(f"tool: {memory.tool_definition()['name']}")  # type: ignore[index]
             messages: list[Mapping[str, Any]] = [{"role": "system", "content": "You are a helpful assistant."}]
             for user_text, tool_arguments in CONVERSATION:

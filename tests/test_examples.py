@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from backends import backend_url
 from servers import skip_or_fail
+
+__all__ = ["backend_url"]
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -43,7 +46,10 @@ def _run(name: str, env: dict[str, str]) -> list[str]:
 
 
 def test_template_example(backend_env: dict[str, str]) -> None:
-    lines = _run("template_memory.py", backend_env)
+    _check_template(_run("template_memory.py", backend_env))
+
+
+def _check_template(lines: list[str]) -> None:
     assert lines[0] == "tool: updateWorkingMemory"
     assert "user: My name is Sam and I'm from Berlin" in lines
     assert "user: I'm normally in CET" in lines
@@ -63,7 +69,10 @@ def test_template_example(backend_env: dict[str, str]) -> None:
 
 
 def test_schema_example(backend_env: dict[str, str]) -> None:
-    lines = _run("schema_memory.py", backend_env)
+    _check_schema(_run("schema_memory.py", backend_env))
+
+
+def _check_schema(lines: list[str]) -> None:
     assert lines == [
         "tool parameters: ['memory']",
         "first facts: merged",
@@ -85,7 +94,10 @@ def test_schema_example(backend_env: dict[str, str]) -> None:
 
 
 def test_scopes_example(backend_env: dict[str, str]) -> None:
-    lines = _run("scopes.py", backend_env)
+    _check_scopes(_run("scopes.py", backend_env))
+
+
+def _check_scopes(lines: list[str]) -> None:
     assert lines == [
         r"resource scope, tuesday sees: '# User\n- **Name**: Sam\n- **Diet**: vegetarian\n'",
         r"thread scope, monday sees: '# Conversation\n- **Topic**: trip to Rome\n'",
@@ -101,3 +113,12 @@ def test_scopes_example(backend_env: dict[str, str]) -> None:
         r"'# User\n- **Name**: Sam\n- **Diet**: (first look-up)\n'",
         r"parent memory unchanged: '# User\n- **Name**: Sam\n- **Diet**: vegetarian\n'",
     ]
+
+
+def test_examples_run_in_sequence_and_again_on_one_database(backend_url: str) -> None:
+    """On a persistent ``$WORKMEM_URL`` each example cleans up after the runs before it, its own and the others'."""
+    env = {**os.environ, "WORKMEM_URL": backend_url}
+    checks = {"template_memory.py": _check_template, "schema_memory.py": _check_schema, "scopes.py": _check_scopes}
+    for _ in range(2):
+        for name, check in checks.items():
+            check(_run(name, env))

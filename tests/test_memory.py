@@ -18,6 +18,7 @@ import workmem
 from workmem.adapters.memory import InMemoryStorage
 from workmem.errors import (
     ReadOnlyMemoryError,
+    ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     ValidationError,
@@ -187,9 +188,9 @@ def test_create_thread_refuses_an_existing_id(storage: MemoryStorage) -> None:
     memory = Memory(storage)
     rid, other = _rid(), _rid()
     thread = memory.create_thread("dup-" + uuid.uuid4().hex, resource_id=rid, title="original")
-    with pytest.raises(ThreadOwnershipError):
+    with pytest.raises(ThreadExistsError, match="already exists"):
         memory.create_thread(thread.id, resource_id=other, title="stolen")
-    with pytest.raises(ValidationError, match="already exists"):
+    with pytest.raises(ThreadExistsError, match="already exists"):
         memory.create_thread(thread.id, resource_id=rid, title="again")
     stored = storage.get_thread(thread.id)
     assert stored is not None and stored.title == "original" and stored.resource_id == rid

@@ -18,7 +18,13 @@ import pytest
 
 from workmem.adapters.mongodb import MongoStorage
 from workmem.adapters.mongodb_documents import RESOURCES, THREADS
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkingMemoryFormatError
+from workmem.errors import (
+    ThreadExistsError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    ValidationError,
+    WorkingMemoryFormatError,
+)
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import Resource, Thread
 from workmem.timestamps import utc_now
@@ -135,6 +141,14 @@ class MongoBehaviour:
         assert (saved.title, saved.metadata, saved.created_at) == ("two", {"b": 2}, T0)
         assert saved.updated_at >= before
         assert storage.get_thread("t") == saved
+
+    def test_create_thread_is_insert_only(self, storage: MongoStorage) -> None:
+        created = storage.create_thread(Thread("c1", "r1", "first", {"k": 1}))
+        for owner in ("r1", "r2"):
+            with pytest.raises(ThreadExistsError):
+                storage.create_thread(Thread("c1", owner, "second"))
+        assert storage.get_thread("c1") == created
+        assert storage._threads.count_documents({"id": "c1"}) == 1
 
     def test_save_thread_other_owner_changes_nothing(self, storage: MongoStorage) -> None:
         storage.save_thread(Thread("t", "owner", "mine", {"a": 1}, T0, T0))

@@ -12,6 +12,7 @@ __all__ = [
     "MissingDriverError",
     "MissingTablesError",
     "ReadOnlyMemoryError",
+    "ThreadExistsError",
     "ThreadNotFoundError",
     "ThreadOwnershipError",
     "UnknownSchemeError",
@@ -41,6 +42,19 @@ class ThreadNotFoundError(WorkmemError, LookupError):
 
     def __init__(self, thread_id: str) -> None:
         super().__init__(f"thread {thread_id!r} not found")
+        self.thread_id = thread_id
+
+
+class ThreadExistsError(WorkmemError):
+    """``create_thread`` found the id taken, by this resource or another. Nothing changed.
+
+    Not a :class:`ValidationError`: the input was valid and retrying it can never
+    succeed. Catch it to use the existing thread (``get_thread``) or pick another id.
+    The message does not say who owns the thread.
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(f"thread {thread_id!r} already exists")
         self.thread_id = thread_id
 
 

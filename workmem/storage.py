@@ -195,6 +195,17 @@ class MemoryStorage(ABC):
         """The thread, or ``None``; with ``resource_id``, a thread of another owner is ``None`` too."""
 
     @abstractmethod
+    def create_thread(self, thread: Thread) -> Thread:
+        """Insert a new thread, timestamps as given; never replace one. Atomic.
+
+        Raises :class:`~workmem.errors.ThreadExistsError` and changes nothing
+        when the id exists, whoever owns it: of several racing creates of one
+        id exactly one succeeds. The check and the insert are one operation in
+        the database (a conflict-ignoring insert, a unique index, a script),
+        never a read followed by a write.
+        """
+
+    @abstractmethod
     def save_thread(self, thread: Thread) -> Thread:
         """Create the thread, or replace title and metadata of the same owner's thread; atomic.
 

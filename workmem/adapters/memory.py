@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError
+from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     Capabilities,
@@ -113,6 +113,15 @@ class InMemoryStorage(MemoryStorage):
             thread = self._store.threads.get(thread_id)
         if thread is None or (resource_id is not None and thread.resource_id != resource_id):
             return None
+        return thread
+
+    def create_thread(self, thread: Thread) -> Thread:
+        if not isinstance(thread, Thread):
+            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+        with self._store.lock:
+            if thread.id in self._store.threads:
+                raise ThreadExistsError(thread.id)
+            self._store.threads[thread.id] = thread
         return thread
 
     def save_thread(self, thread: Thread) -> Thread:

@@ -15,6 +15,8 @@ transaction, so a standalone server works:
 * ``save_thread`` is an upsert filtered on ``{id, resourceId}``: when the id
   belongs to another resource, the insert half hits the unique index on ``id``
   (E11000) and nothing is written.
+* ``create_thread`` is one ``insert_one``; the unique index on ``id`` refuses an
+  existing id (E11000), whoever owns it.
 * Read-modify-writes (metadata merges, working-memory merges) are optimistic
   compare-and-swap loops: read the document, compute in Python, write with a
   filter on the ``workmemRev`` revision and ``updatedAt`` that were read;
@@ -59,7 +61,7 @@ from workmem.adapters.mongodb_documents import (
 )
 from workmem.changes import merge_document
 from workmem.drivers import import_driver
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     WORKING_MEMORY_KEY,
@@ -289,6 +291,19 @@ class MongoStorage(MemoryStorage):
         if document is None or (resource_id is not None and document.get("resourceId") != resource_id):
             return None
         return thread_from_document(document)
+
+    def create_thread(self, thread: Thread) -> Thread:
+        if not isinstance(thread, Thread):
+            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+        document = {"id": thread.id, "resourceId": thread.resource_id, **thread_insert_fields(thread)}
+        with self._driver("create_thread"):
+            try:
+                self._threads.insert_one(document)
+            except self._errors.PyMongoError as exc:
+                if not is_duplicate_key(self._errors, exc):
+                    raise
+                raise ThreadExistsError(thread.id) from None  # the unique index on id refused it
+        return thread
 
     def save_thread(self, thread: Thread) -> Thread:
         if not isinstance(thread, Thread):

@@ -16,7 +16,8 @@ on, ``CLOB CHECK (metadata IS JSON)`` before (:mod:`workmem.adapters.sql.oracle`
 Atomicity: ``save_thread`` is one ``MERGE`` whose update branch runs only for
 the same owner (row count 0 = another owner); of two racing creates of one id
 the loser gets ORA-00001 and runs the ``MERGE`` again, which then decides.
-Updates and working-memory merges lock the row (``SELECT … FOR UPDATE``), compute
+``create_thread`` is the same ``MERGE`` without the update branch (row count 0 =
+the id exists). Updates and working-memory merges lock the row (``SELECT … FOR UPDATE``), compute
 the new record in Python and write it back in the same transaction; a missing
 resource is first created by a ``MERGE`` that takes a lost insert race as done.
 """
@@ -33,7 +34,13 @@ from typing import Any, ClassVar, Final, Self, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workmem.drivers import import_driver
-from workmem.errors import BackendUnavailableError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import (
+    BackendUnavailableError,
+    ThreadExistsError,
+    ThreadOwnershipError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.records import Thread
 from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.timestamps import utc_now
@@ -342,6 +349,18 @@ class OracleStorage(SqlStorage):
         self._attempts("drop tables", work)
 
     # -- what Oracle does differently ---------------------------------------------------
+
+    def create_thread(self, thread: Thread) -> Thread:
+        """As the contract says; a ``MERGE`` returns no rows, so the stored row is read in the same transaction."""
+        if not isinstance(thread, Thread):
+            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+
+        def work(connection: Any) -> Thread:
+            if self._run(connection, self.dialect.create_thread(thread)).rowcount == 0:
+                raise ThreadExistsError(thread.id)
+            return thread_from_row(self._run(connection, self.dialect.select_thread(thread.id)).rows[0])
+
+        return self._attempts("create_thread", work)
 
     def save_thread(self, thread: Thread) -> Thread:
         """As the contract says; a ``MERGE`` returns no rows, so the stored row is read in the same transaction."""

@@ -29,6 +29,7 @@ CHECK_MODULES = (
     "workmem.conformance.properties",
     "workmem.conformance.bad_input",
     "workmem.conformance.concurrency",
+    "workmem.conformance.creation",
     "workmem.conformance.processes",
 )
 """The modules whose import registers the checks, in the order they run."""

@@ -142,8 +142,10 @@ class Memory:
         ``metadata["workingMemory"]`` (text, or in schema mode a dict or JSON
         text) sets the initial working memory: on the resource under resource
         scope (the thread metadata keeps no copy), in the thread metadata under
-        thread scope. An existing id raises :class:`ThreadOwnershipError` when
-        another resource owns it and :class:`ValidationError` otherwise.
+        thread scope. An existing id raises :class:`ThreadExistsError`, whoever
+        owns it, and changes nothing: of several racing creates of one id exactly
+        one succeeds. To reuse a thread that may exist, call :meth:`get_thread`
+        first, or catch :class:`ThreadExistsError`.
         """
         self._require_writable("create_thread")
         thread_id = str(uuid.uuid4()) if thread_id is None else validate_id(thread_id, "thread id")
@@ -152,11 +154,7 @@ class Memory:
         if self.scope == "thread" and initial is not None:
             rest[WORKING_MEMORY_KEY] = initial
         thread = Thread(thread_id, resource_id, title, rest if metadata is not None else None)
-        existing = self.storage.get_thread(thread_id)
-        if existing is not None:
-            check_owner(existing, resource_id)
-            raise ValidationError(f"thread {thread_id!r} already exists")
-        stored = self.storage.save_thread(thread)
+        stored = self.storage.create_thread(thread)  # insert-only, atomic in the database
         if self.scope == "resource" and initial is not None:
             self.storage.update_resource(resource_id, working_memory=initial)
         return stored

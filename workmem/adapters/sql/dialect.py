@@ -279,23 +279,35 @@ class Dialect:
             self._sql[key] = sql
         return Statement(sql, {"id": thread_id})
 
-    def save_thread(self, thread: Thread, now: datetime) -> Statement:
-        """Create, or replace title and metadata when the owner matches; no row comes back for another owner."""
-        fields = [
+    def _thread_fields(self) -> list[tuple[str, str]]:
+        return [
             ("id", ":id"),
             ('"resourceId"', ":resource_id"),
             ("title", ":title"),
             ("metadata", self.json_param("metadata")),
             *self._stamps(("createdAt", "created_at"), ("updatedAt", "updated_at")),
         ]
+
+    def _thread_params(self, thread: Thread) -> dict[str, Any]:
+        return {**self._params(thread), "resource_id": thread.resource_id, "title": thread.title}
+
+    def create_thread(self, thread: Thread) -> Statement:
+        """Insert the thread unless the id exists (in one statement); the row comes back only when inserted."""
+        sql = (
+            f"{self._insert(self.threads, self._thread_fields())} ON CONFLICT (id) DO NOTHING "
+            f"RETURNING {self.thread_columns()}"
+        )
+        return Statement(sql, self._thread_params(thread))
+
+    def save_thread(self, thread: Thread, now: datetime) -> Statement:
+        """Create, or replace title and metadata when the owner matches; no row comes back for another owner."""
         stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "now")))
         sql = (
-            f"{self._insert(self.threads, fields)} ON CONFLICT (id) DO UPDATE SET "
+            f"{self._insert(self.threads, self._thread_fields())} ON CONFLICT (id) DO UPDATE SET "
             f"title = excluded.title, metadata = excluded.metadata, {stamps} "
             f'WHERE t."resourceId" = excluded."resourceId" RETURNING {self.thread_columns()}'
         )
-        params = {**self._params(thread), "resource_id": thread.resource_id, "title": thread.title}
-        return Statement(sql, {**params, "now": self.time_value(now)})
+        return Statement(sql, {**self._thread_params(thread), "now": self.time_value(now)})
 
     def write_thread(self, thread: Thread) -> Statement:
         """Store the title, metadata and ``updated_at`` of an existing thread."""

@@ -234,6 +234,22 @@ class OracleDialect(Dialect):
         )
         return Statement(sql, {"id": resource_id, "now": self.time_value(now)})
 
+    def create_thread(self, thread: Thread) -> Statement:
+        """Insert unless the id exists; returns no rows (a ``MERGE`` with no update branch).
+
+        Row count 1: inserted. Row count 0: the id exists. ORA-00001: a
+        concurrent create of the same id won; running the statement again
+        decides (row count 0).
+        """
+        sql = (
+            f"MERGE INTO {self.threads} t USING (SELECT :id AS id, :resource_id AS rid, :title AS title, "
+            f"{self.json_param('metadata')} AS md, {self._ts('created_at')} AS ca, {self._ts('updated_at')} AS ua "
+            "FROM dual) s ON (t.id = s.id) "
+            'WHEN NOT MATCHED THEN INSERT (id, "resourceId", title, metadata, "createdAt", "updatedAt") '
+            "VALUES (s.id, s.rid, s.title, s.md, s.ca, s.ua)"
+        )
+        return Statement(sql, self._thread_params(thread))
+
     def save_thread(self, thread: Thread, now: datetime) -> Statement:
         """Create, or replace title and metadata where the owner matches; returns no rows (a ``MERGE``).
 
@@ -251,8 +267,7 @@ class OracleDialect(Dialect):
             'WHEN NOT MATCHED THEN INSERT (id, "resourceId", title, metadata, "createdAt", "updatedAt") '
             "VALUES (s.id, s.rid, s.title, s.md, s.ca, s.ua)"
         )
-        params = {**self._params(thread), "resource_id": thread.resource_id, "title": thread.title}
-        return Statement(sql, {**params, "now": self.time_value(now)})
+        return Statement(sql, {**self._thread_params(thread), "now": self.time_value(now)})
 
 
 # -- errors ------------------------------------------------------------------------

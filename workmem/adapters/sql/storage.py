@@ -5,8 +5,8 @@ transaction) and :meth:`SqlStorage._transaction` (a read-modify-write
 transaction opened with :attr:`Dialect.begin_write`); everything else —
 validation, statements, row mapping, the order of steps — is here, once.
 
-Reads are one statement. Owner-checked ``save_thread`` is one statement on
-every dialect. ``update_*`` and ``merge_working_memory`` are one statement
+Reads are one statement. Insert-only ``create_thread`` and owner-checked
+``save_thread`` are one statement on every dialect. ``update_*`` and ``merge_working_memory`` are one statement
 where the dialect can express them (:attr:`Dialect.native_shallow_merge`,
 :meth:`Dialect.merge_statement`), otherwise a transaction that locks what it
 reads (the row, or the whole database for SQLite) before computing the new
@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     MemoryStorage,
@@ -161,6 +161,14 @@ class SqlStorage(MemoryStorage):
         if thread is None or resource_id is None or thread.resource_id == resource_id:
             return thread
         return None
+
+    def create_thread(self, thread: Thread) -> Thread:
+        if not isinstance(thread, Thread):
+            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+        rows = self._execute(self.dialect.create_thread(thread)).rows
+        if not rows:
+            raise ThreadExistsError(thread.id)
+        return thread_from_row(rows[0])
 
     def save_thread(self, thread: Thread) -> Thread:
         if not isinstance(thread, Thread):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     Capabilities,
@@ -177,6 +177,19 @@ class UpstashStorage(MemoryStorage):
             return None
         thread = decode_thread(text, key)[0]
         return None if resource_id is not None and thread.resource_id != resource_id else thread
+
+    def create_thread(self, thread: Thread) -> Thread:
+        if not isinstance(thread, Thread):
+            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+        key = self.keys.thread(thread.id)
+
+        def plan(current: str | None) -> _Write[Thread]:
+            if current is not None:
+                raise ThreadExistsError(thread.id)
+            return _Write(encode_thread(thread), thread, thread)
+
+        # The script writes only while the key is missing (else it returns the text, and plan raises).
+        return self._cas(key, plan)
 
     def save_thread(self, thread: Thread) -> Thread:
         if not isinstance(thread, Thread):
