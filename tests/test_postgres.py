@@ -298,3 +298,96 @@ def test_a_terminated_connection_is_replaced(url: str) -> None:
         assert storage.get_working_memory(scope="resource", resource_id="r") == "before"  # read after the kill
         storage.update_resource("r", working_memory="after")  # and a write
         assert storage.get_working_memory(scope="resource", resource_id="r") == "after"
+
+
+def test_resource_metadata_stored_as_a_json_string_reads_and_merges(url: str, sql: psycopg.Connection[Any]) -> None:
+    # @mastra/pg 1.27.1 saveResource: the object's JSON text, encoded again as a jsonb *string*.
+    sql.execute(
+        'INSERT INTO mastra_resources (id, "workingMemory", metadata, "createdAt", "updatedAt", "createdAtZ", '
+        '"updatedAtZ") VALUES (%s, %s, to_jsonb(%s::text), %s, %s, %s, %s)',
+        ("r", '{"name":"Ada"}', json.dumps({"plan": "pro", "n": [1]}), "2025-01-02 03:04:05.678",
+         "2025-01-02 03:04:05.678", "2025-01-02T03:04:05.678Z", "2025-01-02T03:04:05.678Z"),
+    )  # fmt: skip
+    assert sql.execute("SELECT jsonb_typeof(metadata) FROM mastra_resources").fetchone() == ("string",)
+    with workmem.connect(url) as storage:
+        assert storage.get_resource("r") == Resource("r", '{"name":"Ada"}', {"plan": "pro", "n": [1]}, T0, T0)
+        assert storage.merge_working_memory({"age": 36}, scope="resource", resource_id="r") == {
+            "name": "Ada",
+            "age": 36,
+        }
+        assert storage.get_resource("r").metadata == {"plan": "pro", "n": [1]}  # type: ignore[union-attr]
+        changed = storage.update_resource("r", metadata={"plan": "team"})
+        assert changed.metadata == {"plan": "team", "n": [1]}
+        assert storage.get_resource("r") == changed
+    assert sql.execute("SELECT jsonb_typeof(metadata) FROM mastra_resources").fetchone() == ("object",)
+
+
+def test_metadata_that_is_no_object_is_not_merged_into(url: str, sql: psycopg.Connection[Any]) -> None:
+    sql.execute(
+        'INSERT INTO mastra_threads (id, "resourceId", title, metadata, "createdAt", "updatedAt") '
+        "VALUES ('s', 'r', '', to_jsonb('not json'::text), now(), now()), ('a', 'r', '', '[1]', now(), now())"
+    )
+    with workmem.connect(url) as storage:
+        for tid in ("s", "a"):
+            with pytest.raises(workmem.WorkingMemoryFormatError, match=r"stored metadata is a JSON (string|array)"):
+                storage.update_thread(tid, metadata={"x": 1})
+            with pytest.raises(workmem.WorkingMemoryFormatError, match=r"stored metadata is a JSON (string|array)"):
+                storage.merge_working_memory({"x": 1}, scope="thread", thread_id=tid)
+    rows = sql.execute("SELECT id, metadata FROM mastra_threads ORDER BY id").fetchall()
+    assert rows == [("a", [1]), ("s", "not json")]  # nothing changed
+
+
+@pytest.fixture
+def text_metadata_url() -> Iterator[str]:
+    """A schema whose tables (made before workmem connects) have ``metadata`` of type ``text``."""
+    with fresh_schema_url() as url:
+        conninfo, schema = parse_postgres_url(url)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(
+                f'CREATE TABLE "{schema}".mastra_threads (id text NOT NULL PRIMARY KEY, "resourceId" text NOT NULL, '
+                'title text NOT NULL, metadata text, "createdAt" timestamp NOT NULL, "updatedAt" timestamp NOT NULL, '
+                '"createdAtZ" timestamptz DEFAULT now(), "updatedAtZ" timestamptz DEFAULT now())'
+            )
+            conn.execute(
+                f'CREATE TABLE "{schema}".mastra_resources (id text NOT NULL PRIMARY KEY, "workingMemory" text, '
+                'metadata text, "createdAt" timestamp NOT NULL, "updatedAt" timestamp NOT NULL, '
+                '"createdAtZ" timestamptz DEFAULT now(), "updatedAtZ" timestamptz DEFAULT now())'
+            )
+            conn.execute(
+                f'INSERT INTO "{schema}".mastra_threads (id, "resourceId", title, metadata, "createdAt", "updatedAt", '
+                '"createdAtZ", "updatedAtZ") '
+                """VALUES ('ts', 'u', 'from TS', '{"workingMemory":"{\\"a\\":1}","k":"v"}', %s, %s, %s, %s)""",
+                (T0.replace(tzinfo=None), T0.replace(tzinfo=None), T0, T0),
+            )
+        yield url
+
+
+def test_every_operation_on_a_text_metadata_column(text_metadata_url: str) -> None:
+    with workmem.connect(text_metadata_url) as storage:
+        assert storage.get_thread("ts") == Thread("ts", "u", "from TS", {"workingMemory": '{"a":1}', "k": "v"}, T0, T0)
+        assert storage.merge_working_memory({"b": 2}, scope="thread", thread_id="ts") == {"a": 1, "b": 2}
+        assert storage.update_thread("ts", title="renamed").metadata == {"workingMemory": '{"a":1,"b":2}', "k": "v"}
+        updated = storage.update_thread("ts", metadata={"k": None, "n": 1.5})
+        assert updated.title == "renamed" and updated.metadata == {
+            "workingMemory": '{"a":1,"b":2}',
+            "k": None,
+            "n": 1.5,
+        }
+        storage.save_thread(Thread("t2", "u", "", {"x": [1]}, T1, T1))
+        storage.set_working_memory("# notes", scope="thread", thread_id="t2")
+        assert storage.get_working_memory(scope="thread", thread_id="t2") == "# notes"
+        assert storage.update_thread("t2", metadata={"y": True}).metadata == {
+            "x": [1],
+            "workingMemory": "# notes",
+            "y": True,
+        }
+        assert [t.id for t in storage.list_threads("u").threads] == ["t2", "ts"]
+        storage.save_resource(Resource("u", None, {"p": 1}, T0, T0))
+        assert storage.update_resource("u", metadata={"q": 2}).metadata == {"p": 1, "q": 2}
+        assert storage.update_resource("u", working_memory="wm").metadata == {"p": 1, "q": 2}
+        assert storage.merge_working_memory({"z": 0}, scope="resource", resource_id="new") == {"z": 0}
+        assert storage.update_resource("new", metadata={"m": "n"}).metadata == {"m": "n"}
+        new = storage.get_resource("new")
+        assert new is not None and (new.working_memory, new.metadata) == ('{"z":0}', {"m": "n"})
+        assert storage.delete_thread("ts") and storage.list_threads("u").total == 1

@@ -246,13 +246,14 @@ class Dialect:
     ) -> Statement:
         """One statement for ``update_resource`` (only if :attr:`native_shallow_merge`); returns the row."""
         fields = self._resource_fields()
-        merged = self.shallow_merge("t.metadata", "excluded.metadata")
+        new_metadata = None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata)
+        # No metadata: the column is not assigned (a CASE keeping it would mix its type with the merge's).
+        merged = "" if new_metadata is None else f"metadata = {self.shallow_merge('t.metadata', 'excluded.metadata')}, "
         stamps = ", ".join(f"{c} = excluded.{c}" for c, _ in self._stamps(("updatedAt", "updated_at")))
         sql = (
             f"{self._insert(self.resources, fields)} ON CONFLICT (id) DO UPDATE SET "
             '"workingMemory" = CASE WHEN :set_working_memory THEN excluded."workingMemory" '
-            'ELSE t."workingMemory" END, '
-            f"metadata = CASE WHEN excluded.metadata IS NULL THEN t.metadata ELSE {merged} END, {stamps} "
+            f'ELSE t."workingMemory" END, {merged}{stamps} '
             f"RETURNING {self.resource_columns()}"
         )
         stamp = self.time_value(now)
@@ -262,7 +263,7 @@ class Dialect:
                 "id": resource_id,
                 "working_memory": None if isinstance(working_memory, Unset) else working_memory,
                 "set_working_memory": not isinstance(working_memory, Unset),
-                "metadata": None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata),
+                "metadata": new_metadata,
                 "created_at": stamp,
                 "updated_at": stamp,
             },
@@ -322,23 +323,25 @@ class Dialect:
         self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
     ) -> Statement:
         """One statement for ``update_thread`` (only if :attr:`native_shallow_merge`); returns the row."""
-        merged = self.shallow_merge("metadata", self.json_param("metadata"))
+        new_metadata = None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata)
+        # No metadata: the column is not assigned (a CASE keeping it would mix its type with the merge's).
+        merged = (
+            ""
+            if new_metadata is None
+            else f"metadata = {self.shallow_merge('metadata', self.json_param('metadata'))}, "
+        )
         stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "now")))
         sql = (
             f"UPDATE {self.threads} SET title = CASE WHEN :set_title THEN :title ELSE title END, "
-            f"metadata = CASE WHEN {self.json_param('metadata')} IS NULL THEN metadata ELSE {merged} END, {stamps} "
-            f"WHERE id = :id RETURNING {self.thread_columns()}"
+            f"{merged}{stamps} WHERE id = :id RETURNING {self.thread_columns()}"
         )
-        return Statement(
-            sql,
-            {
-                "id": thread_id,
-                "set_title": not isinstance(title, Unset),
-                "title": None if isinstance(title, Unset) else title,
-                "metadata": None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata),
-                "now": self.time_value(now),
-            },
-        )
+        params = {
+            "id": thread_id,
+            "set_title": not isinstance(title, Unset),
+            "title": None if isinstance(title, Unset) else title,
+            "now": self.time_value(now),
+        }
+        return Statement(sql, params if new_metadata is None else {**params, "metadata": new_metadata})
 
     def delete_thread(self, thread_id: str) -> Statement:
         return Statement(f"DELETE FROM {self.threads} WHERE id = :id", {"id": thread_id})

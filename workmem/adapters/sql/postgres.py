@@ -180,6 +180,53 @@ END
 $fn$
 """
 
+_METADATA_OBJECT = """
+CREATE OR REPLACE FUNCTION {s}.workmem_mastra_metadata_object(stored jsonb) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+  unwrapped jsonb;
+BEGIN
+  -- Stored metadata as the object a shallow merge starts from. @mastra/pg's saveResource keeps the
+  -- object's JSON text as a jsonb *string*: that names the object. Anything else is no object to merge into.
+  IF stored IS NULL OR jsonb_typeof(stored) = 'object' THEN
+    RETURN stored;
+  END IF;
+  IF jsonb_typeof(stored) = 'string' THEN
+    BEGIN
+      unwrapped := CAST(stored #>> '{{}}' AS jsonb);
+    EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
+      unwrapped := NULL;
+    END;
+    IF jsonb_typeof(unwrapped) = 'object' THEN
+      RETURN unwrapped;
+    END IF;
+  END IF;
+  RAISE EXCEPTION 'stored metadata is a JSON %, not an object; a merge needs an object', jsonb_typeof(stored)
+    USING ERRCODE = '{format_error}';
+END
+$fn$
+"""
+
+_METADATA_TEXT_OBJECT = """
+CREATE OR REPLACE FUNCTION {s}.workmem_mastra_metadata_object(stored text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE
+  doc jsonb;
+BEGIN
+  -- The same for a metadata column of type text (databases created from table definitions declaring it so).
+  IF stored IS NULL THEN
+    RETURN NULL;
+  END IF;
+  BEGIN
+    doc := CAST(stored AS jsonb);
+  EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
+    RAISE EXCEPTION 'stored metadata is not JSON; a merge needs a JSON object' USING ERRCODE = '{format_error}';
+  END;
+  RETURN {s}.workmem_mastra_metadata_object(doc);
+END
+$fn$
+"""
+
 _MERGE_DOCUMENT = """
 CREATE OR REPLACE FUNCTION {s}.workmem_merge_document(stored text, patch json) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
@@ -268,8 +315,14 @@ class PostgresDialect(Dialect):
         stamp = f"CAST(:{name} AS timestamptz)"
         return [(f'"{column}"', f"({stamp} AT TIME ZONE 'UTC')"), (f'"{column}Z"', stamp)]
 
+    def stored_metadata(self, column: str) -> str:
+        """``column`` (jsonb or text) as the jsonb object it holds; SQLSTATE ``WM001`` when it holds none."""
+        return f"{self._prefix}.workmem_mastra_metadata_object({column})"
+
     def shallow_merge(self, old: str, new: str) -> str:
-        return f"{self._prefix}.workmem_checked_metadata(COALESCE({old}, CAST('{{}}' AS jsonb)) || {new})"
+        # Both sides cast: a metadata column may be text, and then excluded.metadata is text too.
+        stored = f"COALESCE({self.stored_metadata(old)}, CAST('{{}}' AS jsonb))"
+        return f"{self._prefix}.workmem_checked_metadata({stored} || CAST({new} AS jsonb))"
 
     def ddl(self) -> list[str]:
         names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES, "counts": COUNTS}
@@ -285,7 +338,7 @@ class PostgresDialect(Dialect):
                 depth=MAX_DEPTH,
                 limit=MAX_TEXT_BYTES,
             )
-            for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE)
+            for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE, _METADATA_OBJECT, _METADATA_TEXT_OBJECT)
         ]
         return [
             f"SELECT pg_advisory_xact_lock({DDL_LOCK})",
@@ -313,7 +366,8 @@ class PostgresDialect(Dialect):
                 'RETURNING "workingMemory"'
             )
             return Statement(sql, {**params, "id": target.resource_id})
-        stored = "CASE WHEN jsonb_typeof(metadata -> 'workingMemory') = 'string' THEN metadata ->> 'workingMemory' END"
+        memory = f"{self.stored_metadata('metadata')} -> 'workingMemory'"
+        stored = f"CASE WHEN jsonb_typeof({memory}) = 'string' THEN {memory} #>> '{{}}' END"
         sets = ", ".join(f"{column} = {value}" for column, value in stamps)
         sql = (
             f"UPDATE {self.threads} SET metadata = "
@@ -322,6 +376,6 @@ class PostgresDialect(Dialect):
             )
             + f", {sets} "
             'WHERE id = :id AND (CAST(:owner AS text) IS NULL OR "resourceId" = CAST(:owner AS text)) '
-            "RETURNING metadata ->> 'workingMemory'"
+            "RETURNING CAST(metadata AS jsonb) ->> 'workingMemory'"
         )
         return Statement(sql, {**params, "id": target.thread_id, "owner": target.resource_id})

@@ -59,6 +59,8 @@ def load_object(value: Any) -> dict[str, Any] | None:
     if value is None or type(value) is dict:
         return value
     parsed = value if isinstance(value, dict) else load_json(value)
+    if type(parsed) is str:  # @mastra/pg's saveResource keeps the object's JSON text as a jsonb string
+        parsed = _json_text_object(parsed)
     if not isinstance(parsed, dict):
         raise WorkmemError(f"stored metadata is a JSON {type(parsed).__name__}, not an object")
     return parsed
