@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from backends import backend_url
-from scripted_model import ScriptedModel, fenced
+from scripted_model import ScriptedModel, fenced, nested_arguments
 
 import workmem
 from workmem.memory import Memory
@@ -130,3 +130,45 @@ def test_schema_memory_copied_back_as_shown_is_stable(storage: MemoryStorage, sc
         assert "<" not in fenced(message) and "&" not in fenced(message)
         model.send_patch(json.loads(fenced(message)), as_string=turn % 2 == 1)
         assert memory.get_working_memory_data(thread_id=thread.id) == document
+
+
+# -- absurd nesting --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["template", "schema"])
+@pytest.mark.parametrize("depth", [40, 100_000])
+def test_arguments_nested_absurdly_come_back_as_an_error_for_the_model(
+    storage: MemoryStorage, mode: str, depth: int
+) -> None:
+    memory = Memory(storage, schema=SCHEMA if mode == "schema" else None)  # type: ignore[arg-type]
+    rid = _rid()
+    memory.update_working_memory({"name": "Sam"} if mode == "schema" else "# kept", resource_id=rid)
+    before = memory.get_working_memory(resource_id=rid)
+    model = ScriptedModel(memory, resource_id=rid)
+    deep = nested_arguments(depth)
+    results = [model.call(deep)]  # the whole arguments string
+    if mode == "schema":  # the patch as a JSON string inside the arguments, and as an object
+        results += [model.send(deep[len('{"memory": ') : -1]), model.send(json.loads(nested_arguments(40))["memory"])]
+    if mode == "template" and depth == 40:  # within Python's limits: refused as what it is
+        assert results[0] == {
+            "ok": False,
+            "error": "'memory' must be a string holding the whole Markdown text, not an object. Nothing was stored.",
+        }
+        results = []
+    for result in results:
+        assert result["ok"] is False, result
+        error = result["error"]
+        assert "nested" in error and "32 levels" in error and error.endswith("Nothing was stored."), error
+    assert memory.get_working_memory(resource_id=rid) == before
+
+
+@pytest.mark.parametrize("mode", ["template", "schema"])
+def test_system_message_shows_deeply_nested_stored_text(storage: MemoryStorage, mode: str) -> None:
+    memory = Memory(storage, schema=SCHEMA if mode == "schema" else None)  # type: ignore[arg-type]
+    rid = _rid()
+    for depth in (500, 100_000):
+        stored = '{"note": ' * depth + '"<b>"' + "}" * depth
+        storage.set_working_memory(stored, scope="resource", resource_id=rid)  # written by another program
+        message = memory.system_message(resource_id=rid)
+        _fences_intact(message)
+        assert "<b>" not in message and len(fenced(message)) >= len(stored)

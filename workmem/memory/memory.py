@@ -29,7 +29,9 @@ from workmem.memory.templates import DEFAULT_TEMPLATE, check_template, is_blank_
 from workmem.memory.tool import (
     ToolArgumentError,
     ToolFormat,
+    a_json_type,
     format_tool,
+    load_model_json,
     parse_tool_arguments,
     tool_definition,
 )
@@ -314,7 +316,7 @@ class Memory:
                 assert self.template is not None
                 if not isinstance(value, str):
                     raise ToolArgumentError(
-                        f"'memory' must be a string holding the whole Markdown text, not a {_json_type(value)}"
+                        f"'memory' must be a string holding the whole Markdown text, not {a_json_type(value)}"
                     )
                 # The model saw the memory with &, < and > escaped and may copy it back as shown:
                 # decoding exactly those escapes stores what it meant, so round trips are stable.
@@ -470,20 +472,12 @@ def _ignored() -> ToolResult:
     }
 
 
-def _json_type(value: object) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
-
-
 def _json_object(value: object, what: str) -> dict[str, Any]:
     """A JSON object from a dict or JSON text, checked against the shared input rules."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise ValidationError(f"{what} is not valid JSON ({exc}).") from None
+        value = load_model_json(value, what)
     if not isinstance(value, Mapping):
-        raise ValidationError(f"{what} must be a JSON object, not a {_json_type(value)}.")
+        raise ValidationError(f"{what} must be a JSON object, not {a_json_type(value)}.")
     return validate_json_object(value, what)
 
 
@@ -492,5 +486,5 @@ def _pretty_json(stored: str | None) -> str:
         return "{}"
     try:
         return json.dumps(json.loads(stored), indent=2, ensure_ascii=False)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to indent: shown as stored
         return stored

@@ -15,12 +15,15 @@ from typing import Any, Literal
 
 from workmem.errors import ValidationError
 from workmem.memory.schema import WorkingMemorySchema
+from workmem.validation import MAX_DEPTH, json_type
 
 __all__ = [
     "TOOL_NAME",
     "ToolArgumentError",
     "ToolFormat",
+    "a_json_type",
     "format_tool",
+    "load_model_json",
     "parse_tool_arguments",
     "to_anthropic_tool",
     "to_openai_tool",
@@ -101,6 +104,28 @@ def format_tool(definition: dict[str, Any], format: ToolFormat) -> dict[str, Any
     raise ValueError(f"format must be 'neutral', 'openai' or 'anthropic', not {format!r}")
 
 
+def a_json_type(value: object) -> str:
+    """``json_type(value)`` with its article, for messages: ``an object``, ``a string``, ``null``."""
+    kind = json_type(value)
+    return kind if kind == "null" else ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def load_model_json(text: str | bytes | bytearray, what: str, *, verb: str = "is", hint: str = "") -> object:
+    """Parse JSON a model sent; what cannot be used raises :class:`ToolArgumentError` naming ``what``.
+
+    Nesting deeper than Python's recursion limit is a :class:`ToolArgumentError`
+    too, never a ``RecursionError``: the model gets a message it can act on.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ToolArgumentError(
+            f"{what} {verb} nested far more than {MAX_DEPTH} levels deep; send at most {MAX_DEPTH} levels{hint}"
+        ) from None
+    except ValueError as exc:
+        raise ToolArgumentError(f"{what} {verb} not valid JSON ({exc}){hint}") from None
+
+
 def parse_tool_arguments(arguments: object) -> object:
     """The ``memory`` value from tool arguments given as a dict or a JSON string.
 
@@ -108,13 +133,10 @@ def parse_tool_arguments(arguments: object) -> object:
     arguments are not a JSON object holding exactly the key ``memory``.
     """
     if isinstance(arguments, (str, bytes, bytearray)):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolArgumentError(f'the arguments are not valid JSON ({exc}); send {{"memory": ...}}') from None
+        arguments = load_model_json(arguments, "the arguments", verb="are", hint='; send {"memory": ...}')
     if not isinstance(arguments, Mapping):
         raise ToolArgumentError(
-            f'the arguments must be a JSON object like {{"memory": ...}}, not a {type(arguments).__name__}'
+            f'the arguments must be a JSON object like {{"memory": ...}}, not {a_json_type(arguments)}'
         )
     if "memory" not in arguments:
         raise ToolArgumentError("the arguments have no 'memory' field; send {\"memory\": ...}")
