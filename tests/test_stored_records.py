@@ -379,3 +379,164 @@ def test_postgres_system_schemas_are_refused(schema: str) -> None:
                 "WHERE p.proname LIKE 'workmem%%'"
             ).fetchall()
         assert made == []
+
+
+# -- item 10: records written by other programs ----------------------------------------------
+
+STAMP = "2025-01-02T03:04:05.678Z"
+
+
+def _thread_doc(thread_id: str, owner: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": thread_id,
+        "resourceId": owner,
+        "title": "",
+        "metadata": None,
+        "createdAt": STAMP,
+        "updatedAt": STAMP,
+    } | fields
+
+
+def _metadata(raw: Raw, value: Any) -> Any:
+    """Metadata as each program stores it: JSON text in a column, a native value in an Upstash thread document."""
+    return value if raw.backend == "upstash" else json.dumps(value)
+
+
+def test_a_long_title_another_program_wrote_reads(backend_url: str) -> None:
+    """Mastra has no title limit: a 2 000-byte title reads back, in get, list and reindex."""
+    raw_only(backend_url)
+    title = "é" * 1000 + "x" * 100
+    with opened(backend_url) as (storage, raw):
+        raw.thread(_thread_doc("t-long", "r-long", title=title))
+        if raw.backend == "upstash":
+            assert storage.reindex().threads == 1  # type: ignore[attr-defined]
+        thread = storage.get_thread("t-long")
+        assert thread is not None and thread.title == title
+        page = storage.list_threads("r-long")
+        assert [t.title for t in page.threads] == [title] and page.unreadable == ()
+
+
+def _unreadable_threads(raw: Raw) -> dict[str, dict[str, Any]]:
+    docs = {
+        "t-meta-array": _thread_doc("t-meta-array", "r-odd", metadata=_metadata(raw, [1, 2])),
+        "t-meta-number": _thread_doc("t-meta-number", "r-odd", metadata=_metadata(raw, 7)),
+    }
+    if raw.backend != "postgres":  # PostgreSQL's timestamp columns hold only dates
+        docs["t-bad-stamp"] = _thread_doc("t-bad-stamp", "r-odd", createdAt="yesterday")
+    return docs
+
+
+def test_an_unreadable_thread_fails_alone(backend_url: str) -> None:
+    """get_thread raises UnreadableRecordError for it; a list reports its id and returns every other thread."""
+    raw_only(backend_url)
+    from workmem.errors import UnreadableRecordError
+
+    with opened(backend_url) as (storage, raw):
+        docs = _unreadable_threads(raw)
+        for thread_id in docs:  # written (and indexed) by workmem first, then rewritten by another program
+            storage.save_thread(Thread(thread_id, "r-odd", "fine", None, datetime(2025, 1, 1, tzinfo=UTC)))
+        storage.save_thread(Thread("t-fine-1", "r-odd", "one", None, datetime(2024, 1, 1, tzinfo=UTC)))
+        storage.save_thread(Thread("t-fine-2", "r-odd", "two", None, datetime(2026, 1, 1, tzinfo=UTC)))
+        for doc in docs.values():
+            if raw.backend != "upstash":  # a row is rewritten whole; Upstash keeps workmem's index entry
+                storage.delete_thread(doc["id"])
+            raw.thread(doc)
+        for thread_id in docs:
+            with pytest.raises(UnreadableRecordError) as raised:
+                storage.get_thread(thread_id)
+            assert raised.value.record_id == thread_id and raised.value.kind == "thread"
+            assert not PYTHON_TYPE_NAMES.search(str(raised.value)), str(raised.value)
+        page = storage.list_threads("r-odd", direction="asc")
+        assert [t.id for t in page.threads] == ["t-fine-1", "t-fine-2"]
+        assert sorted(page.unreadable) == sorted(docs)
+        assert page.total == 2 + len(docs) and not page.has_more
+        first = storage.list_threads("r-odd", per_page=1, direction="asc")
+        assert [t.id for t in first.threads] == ["t-fine-1"] and first.unreadable == () and first.has_more
+        assert storage.get_thread("t-fine-2") is not None
+
+
+def test_an_unreadable_resource_fails_alone(backend_url: str) -> None:
+    raw_only(backend_url)
+    from workmem.errors import UnreadableRecordError
+
+    with opened(backend_url) as (storage, raw):
+        bad = json.dumps([1, 2])  # resource metadata is JSON text on every backend (Upstash too, as Mastra writes it)
+        raw.resource({"id": "r-bad", "workingMemory": "{}", "metadata": bad, "createdAt": STAMP, "updatedAt": STAMP})
+        storage.update_resource("r-good", working_memory="ok")
+        with pytest.raises(UnreadableRecordError) as raised:
+            storage.get_resource("r-bad")
+        assert raised.value.record_id == "r-bad" and raised.value.kind == "resource"
+        if raw.backend == "postgres":  # the one-statement merge touches only the working memory column
+            assert storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r-bad") == {"a": 1}
+        else:  # a read-modify-write of the whole record: refused, nothing changed
+            with pytest.raises(UnreadableRecordError):
+                storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r-bad")
+        assert storage.get_working_memory(scope="resource", resource_id="r-good") == "ok"
+
+
+@pytest.mark.backend("upstash")
+def test_reindex_skips_and_reports_what_it_cannot_read() -> None:
+    from backends import fresh_url
+    from upstash_fixtures import raw_client
+
+    with fresh_url("upstash") as url, opened(url) as (storage, raw):
+        raw.thread(_thread_doc("t-ok", "r-x"))
+        raw.thread(_thread_doc("t-meta", "r-x", metadata=[1]))
+        raw.thread(_thread_doc("t-stamp", "r-x", createdAt="yesterday"))
+        raw.thread({"id": "t-no-owner", "title": "x"})
+        client: Any = raw_client(shared_bridge())
+        try:
+            client.set(storage.keys.thread("t-not-json"), "{not json")  # type: ignore[attr-defined]
+        finally:
+            client.close()
+        result = storage.reindex()  # type: ignore[attr-defined]
+        assert result.threads == 1
+        assert sorted(result.unreadable) == ["t-meta", "t-no-owner", "t-not-json", "t-stamp"]
+        assert [t.id for t in storage.list_threads("r-x").threads] == ["t-ok"]
+
+
+@pytest.mark.backend("libsql")
+def test_libsql_metadata_that_is_not_json_fails_alone() -> None:
+    """A TEXT metadata column holding text that is not JSON: that thread is unreadable, the list still reads."""
+    from backends import fresh_url
+
+    from workmem.errors import UnreadableRecordError
+
+    with fresh_url("libsql") as url, opened(url) as (storage, raw):
+        storage.save_thread(Thread("t-fine", "r-text", "fine", {"k": [1, {"v": "x"}]}))
+        raw.thread(_thread_doc("t-text", "r-text", metadata="{not json"))
+        raw.thread(_thread_doc("t-json5", "r-text", metadata="{k: 'json5', n: +1,}"))  # json() reads JSON5
+        raw.resource({"id": "r-text", "metadata": "[[[", "createdAt": STAMP, "updatedAt": STAMP})
+        page = storage.list_threads("r-text", direction="asc")
+        assert sorted(t.id for t in page.threads) == ["t-fine", "t-json5"] and page.unreadable == ("t-text",)
+        assert storage.get_thread("t-fine").metadata == {"k": [1, {"v": "x"}]}  # type: ignore[union-attr]
+        assert storage.get_thread("t-json5").metadata == {"k": "json5", "n": 1}  # type: ignore[union-attr]
+        for read in (lambda: storage.get_thread("t-text"), lambda: storage.get_resource("r-text")):
+            with pytest.raises(UnreadableRecordError):
+                read()
+
+
+def test_mongodb_documents_of_other_programs_code_path() -> None:
+    """FAKE (mongomock, code paths only): a long title reads, an unreadable document fails alone."""
+    import uuid
+
+    mongomock = pytest.importorskip("mongomock")
+    from workmem.adapters.mongodb import MongoStorage
+    from workmem.errors import UnreadableRecordError
+
+    client = mongomock.MongoClient(tz_aware=True)
+    try:
+        storage = MongoStorage(client, f"fake_{uuid.uuid4().hex}")
+        threads = client[storage.database]["mastra_threads"]
+        when = datetime(2025, 1, 2, tzinfo=UTC)
+        title = "x" * 2000
+        threads.insert_one({"id": "t-long", "resourceId": "r-m", "title": title, "createdAt": when, "updatedAt": when})
+        threads.insert_one({"id": 42, "resourceId": "r-m", "title": "", "createdAt": when, "updatedAt": when})
+        threads.insert_one({"id": "t-no-owner", "title": ""})
+        assert storage.get_thread("t-long").title == title  # type: ignore[union-attr]
+        with pytest.raises(UnreadableRecordError):
+            storage.get_thread("t-no-owner")
+        page = storage.list_threads("r-m")
+        assert [t.id for t in page.threads] == ["t-long"] and page.unreadable == ("42",)
+    finally:
+        client.close()

@@ -16,6 +16,7 @@ __all__ = [
     "ThreadNotFoundError",
     "ThreadOwnershipError",
     "UnknownSchemeError",
+    "UnreadableRecordError",
     "ValidationError",
     "WorkingMemoryFormatError",
     "WorkmemError",
@@ -65,6 +66,25 @@ class ThreadOwnershipError(WorkmemError, PermissionError):
         super().__init__(f"thread {thread_id!r} is not owned by resource {resource_id!r}")
         self.thread_id = thread_id
         self.resource_id = resource_id
+
+
+class UnreadableRecordError(WorkmemError):
+    """A stored record cannot be read as a workmem record; only that record is affected.
+
+    Another program wrote what the contract has no value for: metadata that is
+    not a JSON object, a timestamp that is no date, a document that is not
+    JSON. Reading it by id raises this error; a list returns every other record
+    and names it in ``ThreadPage.unreadable``. A write that must read the whole
+    record first raises it too, and changes nothing.
+    """
+
+    def __init__(self, kind: str, record_id: str, reason: str) -> None:
+        super().__init__(f"stored {kind} {record_id!r} cannot be read: {reason}")
+        self.kind = kind
+        """``"thread"`` or ``"resource"``."""
+        self.record_id = record_id
+        """The record's id (or its key, when even the id cannot be read)."""
+        self.reason = reason
 
 
 class UnknownSchemeError(WorkmemError, ValueError):

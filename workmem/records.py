@@ -165,3 +165,6 @@ class ThreadPage:
     """Page size; ``None`` when every thread was asked for."""
     has_more: bool
     """Whether a later page holds more threads."""
+    unreadable: tuple[str, ...] = ()
+    """Ids of threads on this page that could not be read (written by another program; see
+    :class:`~workmem.errors.UnreadableRecordError`): left out of ``threads``, counted in ``total``."""

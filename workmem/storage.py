@@ -9,12 +9,18 @@ never with a lock held only in Python.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
-from workmem.errors import MissingTablesError, ThreadNotFoundError, ThreadOwnershipError, ValidationError
+from workmem.errors import (
+    MissingTablesError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    UnreadableRecordError,
+    ValidationError,
+)
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
 
@@ -33,6 +39,8 @@ __all__ = [
     "missing_tables",
     "thread_working_memory",
 ]
+
+T = TypeVar("T")
 
 WORKING_MEMORY_KEY = "workingMemory"
 """The key of ``thread.metadata`` that holds thread-scoped working memory."""
@@ -62,10 +70,28 @@ class ListQuery:
     def offset(self) -> int:
         return 0 if self.per_page is None else self.page * self.per_page
 
-    def page_of(self, threads: list[Thread], total: int) -> ThreadPage:
-        """Wrap one fetched page."""
-        has_more = self.per_page is not None and self.offset + len(threads) < total
-        return ThreadPage(tuple(threads), total, self.page, self.per_page, has_more)
+    def page_of(self, threads: list[Thread], total: int, unreadable: Sequence[str] = ()) -> ThreadPage:
+        """Wrap one fetched page; ``unreadable`` are the ids of fetched threads that could not be read."""
+        has_more = self.per_page is not None and self.offset + len(threads) + len(unreadable) < total
+        return ThreadPage(tuple(threads), total, self.page, self.per_page, has_more, tuple(unreadable))
+
+    def read_page(self, rows: Iterable[T], read: Callable[[T], Thread | None], total: int) -> ThreadPage:
+        """The page of the fetched ``rows``: ``read`` maps each to its thread (``None`` leaves it out).
+
+        A row ``read`` cannot read (:class:`~workmem.errors.UnreadableRecordError`)
+        fails alone: its id goes to :attr:`ThreadPage.unreadable`.
+        """
+        threads: list[Thread] = []
+        unreadable: list[str] = []
+        for row in rows:
+            try:
+                thread = read(row)
+            except UnreadableRecordError as exc:
+                unreadable.append(exc.record_id)
+                continue
+            if thread is not None:
+                threads.append(thread)
+        return self.page_of(threads, total, unreadable)
 
 
 @dataclass(frozen=True, slots=True)

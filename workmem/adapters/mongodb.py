@@ -397,9 +397,9 @@ class MongoStorage(MemoryStorage):
             cursor = self._threads.find(owned).sort(sort_spec(query.order_by, query.direction)).skip(query.offset)
             if query.per_page is not None:
                 cursor = cursor.limit(query.per_page)
-            threads = [thread_from_document(document) for document in cursor]
+            documents = list(cursor)
             total = self._threads.count_documents(owned)
-        return query.page_of(threads, total)
+        return query.read_page(documents, thread_from_document, total)
 
     # -- working memory --------------------------------------------------------------
 

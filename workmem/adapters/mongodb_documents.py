@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from workmem.records import Direction, OrderBy, Resource, Thread
+from workmem.errors import UnreadableRecordError
+from workmem.records import Direction, OrderBy, Resource, Thread, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize, to_iso
 from workmem.validation import MAX_SAFE_INT, dump_json
 
@@ -130,13 +131,13 @@ def is_native_metadata(value: Any) -> bool:
 
 
 def _timestamp(value: Any, fallback: datetime | None = None) -> datetime:
-    if isinstance(value, datetime):
-        return normalize(value if value.tzinfo else value.replace(tzinfo=UTC))
-    if isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, datetime):
+            return normalize(value if value.tzinfo else value.replace(tzinfo=UTC))
+        if isinstance(value, str):
             return from_iso(value)
-        except ValueError:
-            pass
+    except ValueError:  # not a date, or not one in years 1 to 9999 UTC
+        pass
     return fallback or _EPOCH
 
 
@@ -166,27 +167,38 @@ def resource_working_memory(value: Any) -> str | None:
 
 
 def thread_from_document(document: Mapping[str, Any]) -> Thread:
+    """The thread of a stored document, lenient where Mastra is (a title of any length, odd metadata is none).
+
+    Raises :class:`UnreadableRecordError` when it has no string ``id`` and ``resourceId``.
+    """
+    thread_id, owner, title = document.get("id"), document.get("resourceId"), document.get("title")
+    if not isinstance(thread_id, str) or not isinstance(owner, str):
+        reason = "the thread document has no string id and resourceId"
+        raise UnreadableRecordError("thread", str(thread_id), reason)
     created, updated = _timestamps(document)
     metadata = to_plain(raw_metadata(document.get("metadata")))
-    title = document.get("title")
-    return Thread(
-        id=document["id"],
-        resource_id=document["resourceId"],
-        title=title if isinstance(title, str) else "",
-        metadata=metadata if isinstance(metadata, dict) else None,
-        created_at=created,
-        updated_at=updated,
+    return trusted_thread(
+        thread_id,
+        owner,
+        title if isinstance(title, str) else "",
+        metadata if isinstance(metadata, dict) else None,
+        created,
+        updated,
     )
 
 
 def resource_from_document(document: Mapping[str, Any]) -> Resource:
+    """The resource of a stored document (lenient as :func:`thread_from_document`)."""
+    resource_id = document.get("id")
+    if not isinstance(resource_id, str):
+        raise UnreadableRecordError("resource", str(resource_id), "the resource document has no string id")
     created, updated = _timestamps(document)
-    return Resource(
-        id=document["id"],
-        working_memory=resource_working_memory(document.get("workingMemory")),
-        metadata=resource_metadata_value(document.get("metadata")),
-        created_at=created,
-        updated_at=updated,
+    return trusted_resource(
+        resource_id,
+        resource_working_memory(document.get("workingMemory")),
+        resource_metadata_value(document.get("metadata")),
+        created,
+        updated,
     )
 
 

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from workmem.errors import WorkmemError
+from workmem.errors import UnreadableRecordError, WorkmemError
 from workmem.records import Resource, Thread, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize
-from workmem.validation import MAX_SAFE_INT
+from workmem.validation import MAX_SAFE_INT, json_type
 
 __all__ = ["decode_time", "load_json", "load_object", "resource_from_row", "thread_from_row"]
 
@@ -62,7 +62,7 @@ def load_object(value: Any) -> dict[str, Any] | None:
     if type(parsed) is str:  # @mastra/pg's saveResource keeps the object's JSON text as a jsonb string
         parsed = _json_text_object(parsed)
     if not isinstance(parsed, dict):
-        raise WorkmemError(f"stored metadata is a JSON {type(parsed).__name__}, not an object")
+        raise WorkmemError(f"stored metadata is a JSON {json_type(parsed)}, not an object")
     return parsed
 
 
@@ -86,20 +86,30 @@ def decode_time(value: Any) -> datetime:
 
 def _stored_resource(row: Sequence[Any]) -> Resource:
     rid, working_memory, metadata, created_at, updated_at = row[:5]
-    if type(rid) is not str or (working_memory is not None and type(working_memory) is not str):
-        return Resource(rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at))
-    return trusted_resource(
-        rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at)
-    )
+    try:
+        if type(rid) is not str or (working_memory is not None and type(working_memory) is not str):
+            return Resource(
+                rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at)
+            )
+        return trusted_resource(
+            rid, working_memory, load_object(metadata), decode_time(created_at), decode_time(updated_at)
+        )
+    except (ValueError, OverflowError, RecursionError, WorkmemError) as exc:  # another program wrote it: it alone
+        raise UnreadableRecordError("resource", str(rid), str(exc)) from None
 
 
 def _stored_thread(row: Sequence[Any]) -> Thread:
     tid, resource_id, title, metadata, created_at, updated_at = row[:6]
-    if type(tid) is not str or type(resource_id) is not str or type(title) is not str:
-        return Thread(tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at))
-    return trusted_thread(
-        tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at)
-    )
+    try:
+        if type(tid) is not str or type(resource_id) is not str or type(title) is not str:
+            return Thread(
+                tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at)
+            )
+        return trusted_thread(
+            tid, resource_id, title, load_object(metadata), decode_time(created_at), decode_time(updated_at)
+        )
+    except (ValueError, OverflowError, RecursionError, WorkmemError) as exc:  # another program wrote it: it alone
+        raise UnreadableRecordError("thread", str(tid), str(exc)) from None
 
 
 # resource_from_row and thread_from_row are every read's hot path, so the row shape workmem and
@@ -113,7 +123,7 @@ def _json_text_object(text: str) -> Any:
     """``text`` decoded if it is exactly one JSON object, else ``text`` itself (for :func:`load_object`)."""
     try:
         value, end = _scan(text, 0)
-    except StopIteration:
+    except (StopIteration, ValueError, RecursionError):  # not JSON (another program's row): load_object explains
         return text
     return value if end == len(text) and type(value) is dict else text
 

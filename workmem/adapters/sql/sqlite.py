@@ -122,7 +122,10 @@ class SQLiteDialect(Dialect):
         return f"jsonb(:{name})"
 
     def json_select(self, column: str) -> str:
-        return f"json({column})"
+        # json() of text that is not JSON (another program's row) would fail the whole statement -- every
+        # thread of a list; such a value comes back as stored, and that one record is unreadable. Flags 6:
+        # JSON5 text (what json() takes), or a JSONB blob checked superficially (cheap: what workmem writes).
+        return f"CASE WHEN json_valid({column}, 6) THEN json({column}) ELSE {column} END"
 
     def time_value(self, value: datetime) -> Any:
         return to_iso(value)

@@ -229,7 +229,7 @@ class SqlStorage(MemoryStorage):
             total = 0
         else:  # past the last page: the count did not come with a row
             total = int(self._execute(self.dialect.count_threads(query.resource_id), read=True).rows[0][0])
-        return query.page_of([thread_from_row(row) for row in rows], total)
+        return query.read_page(rows, thread_from_row, total)
 
     # -- working memory ------------------------------------------------------------
 

@@ -8,8 +8,10 @@ object. Timestamps are ISO-8601 UTC text with milliseconds (``...T03:04:05.678Z`
 
 Readers are lenient where the TypeScript adapter is: metadata may be an object
 or a JSON string, timestamps ISO text or epoch milliseconds, a missing title is
-empty. Fields workmem does not know (``lastMessageAt``, ...) are kept when a
-document is rewritten.
+empty, a title may be longer than workmem's own limit. A document that still
+cannot be read raises :class:`~workmem.errors.UnreadableRecordError`. Fields
+workmem does not know (``lastMessageAt``, ...) are kept when a document is
+rewritten.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from workmem.errors import WorkmemError
-from workmem.records import Resource, Thread
+from workmem.errors import UnreadableRecordError, WorkmemError
+from workmem.records import Resource, Thread, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize, to_iso
-from workmem.validation import dump_json
+from workmem.validation import dump_json, json_type
 
 __all__ = [
     "decode_resource",
@@ -46,7 +48,7 @@ def parse_document(text: str, key: str) -> dict[str, Any]:
     """The JSON object stored at ``key``."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
         raise WorkmemError(f"the value at {key!r} is not a JSON object document")
@@ -57,7 +59,7 @@ def _timestamp(value: Any) -> datetime:
     if isinstance(value, str) and value.strip():
         return from_iso(value)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _EPOCH + timedelta(milliseconds=value)
+        return normalize(_EPOCH + timedelta(milliseconds=value))
     return _EPOCH
 
 
@@ -65,11 +67,15 @@ def _metadata(value: Any, key: str) -> dict[str, Any] | None:
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else None
-        except ValueError:
+        except (ValueError, RecursionError):
             raise WorkmemError(f"the metadata of {key!r} is not JSON") from None
     if value is None or isinstance(value, dict):
         return value
-    raise WorkmemError(f"the metadata of {key!r} is not a JSON object")
+    raise WorkmemError(f"the metadata of {key!r} is a JSON {json_type(value)}, not an object")
+
+
+_UNREADABLE = (ValueError, OverflowError, RecursionError, WorkmemError)
+"""What reading a document another program wrote can raise: that record alone is unreadable."""
 
 
 def _others(raw: dict[str, Any] | None, known: tuple[str, ...]) -> dict[str, Any]:
@@ -77,18 +83,24 @@ def _others(raw: dict[str, Any] | None, known: tuple[str, ...]) -> dict[str, Any
 
 
 def decode_resource(text: str, key: str, resource_id: str) -> tuple[Resource, dict[str, Any]]:
-    """The resource ``resource_id`` stored at ``key``, and its raw document."""
-    raw = parse_document(text, key)
-    memory = raw.get("workingMemory")
-    if memory is not None and not isinstance(memory, str):
-        memory = dump_json(memory)
-    resource = Resource(
-        id=resource_id,
-        working_memory=memory,
-        metadata=_metadata(raw.get("metadata"), key),
-        created_at=_timestamp(raw.get("createdAt")),
-        updated_at=_timestamp(raw.get("updatedAt")),
-    )
+    """The resource ``resource_id`` stored at ``key``, and its raw document.
+
+    Raises :class:`UnreadableRecordError` when the document cannot be read as a resource.
+    """
+    try:
+        raw = parse_document(text, key)
+        memory = raw.get("workingMemory")
+        if memory is not None and not isinstance(memory, str):
+            memory = dump_json(memory)
+        resource = trusted_resource(
+            resource_id,
+            memory,
+            _metadata(raw.get("metadata"), key),
+            _timestamp(raw.get("createdAt")),
+            _timestamp(raw.get("updatedAt")),
+        )
+    except _UNREADABLE as exc:
+        raise UnreadableRecordError("resource", resource_id, str(exc)) from None
     return resource, raw
 
 
@@ -105,20 +117,27 @@ def encode_resource(resource: Resource, raw: dict[str, Any] | None = None) -> st
     return dump_json(doc)
 
 
-def decode_thread(text: str, key: str) -> tuple[Thread, dict[str, Any]]:
-    """The thread stored at ``key`` and its raw document."""
-    raw = parse_document(text, key)
-    thread_id, owner, title = raw.get("id"), raw.get("resourceId"), raw.get("title")
-    if not isinstance(thread_id, str) or not isinstance(owner, str):
-        raise WorkmemError(f"the thread document at {key!r} has no string id and resourceId")
-    thread = Thread(
-        id=thread_id,
-        resource_id=owner,
-        title=title if isinstance(title, str) else "",
-        metadata=_metadata(raw.get("metadata"), key),
-        created_at=_timestamp(raw.get("createdAt")),
-        updated_at=_timestamp(raw.get("updatedAt")),
-    )
+def decode_thread(text: str, key: str, thread_id: str | None = None) -> tuple[Thread, dict[str, Any]]:
+    """The thread stored at ``key`` (whose id is ``thread_id``, when known) and its raw document.
+
+    Lenient where Mastra is (a title of any length, a missing title is empty);
+    raises :class:`UnreadableRecordError` when the document cannot be read as a thread.
+    """
+    try:
+        raw = parse_document(text, key)
+        doc_id, owner, title = raw.get("id"), raw.get("resourceId"), raw.get("title")
+        if not isinstance(doc_id, str) or not isinstance(owner, str):
+            raise WorkmemError(f"the thread document at {key!r} has no string id and resourceId")
+        thread = trusted_thread(
+            doc_id,
+            owner,
+            title if isinstance(title, str) else "",
+            _metadata(raw.get("metadata"), key),
+            _timestamp(raw.get("createdAt")),
+            _timestamp(raw.get("updatedAt")),
+        )
+    except _UNREADABLE as exc:
+        raise UnreadableRecordError("thread", thread_id or key, str(exc)) from None
     return thread, raw
 
 

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import (
+    ThreadExistsError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    UnreadableRecordError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     Capabilities,
@@ -52,6 +59,9 @@ class ReindexResult:
     """Thread documents found and (re)indexed."""
     removed: int
     """Stale index entries removed (threads deleted, or moved to another owner, by other writers)."""
+    unreadable: tuple[str, ...] = ()
+    """Ids of thread documents that could not be read (:class:`~workmem.errors.UnreadableRecordError`):
+    skipped, their index entries left as they were, so ``list_threads`` names them in ``unreadable``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +185,7 @@ class UpstashStorage(MemoryStorage):
         text = self._get(key)
         if text is None:
             return None
-        thread = decode_thread(text, key)[0]
+        thread = decode_thread(text, key, thread_id)[0]
         return None if resource_id is not None and thread.resource_id != resource_id else thread
 
     def create_thread(self, thread: Thread) -> Thread:
@@ -199,7 +209,7 @@ class UpstashStorage(MemoryStorage):
         def plan(current: str | None) -> _Write[Thread]:
             if current is None:
                 return _Write(encode_thread(thread), thread, thread)
-            old, raw = decode_thread(current, key)
+            old, raw = decode_thread(current, key, thread.id)
             if old.resource_id != thread.resource_id:
                 raise ThreadOwnershipError(thread.id, thread.resource_id)
             new = dataclasses.replace(old, title=thread.title, metadata=thread.metadata, updated_at=utc_now())
@@ -221,7 +231,7 @@ class UpstashStorage(MemoryStorage):
         def plan(current: str | None) -> _Write[Thread]:
             if current is None:
                 raise ThreadNotFoundError(thread_id)
-            old, raw = decode_thread(current, key)
+            old, raw = decode_thread(current, key, thread_id)
             new = updated_thread(old, new_title, new_metadata, utc_now())
             return _Write(encode_thread(new, raw), new, new)
 
@@ -234,7 +244,7 @@ class UpstashStorage(MemoryStorage):
         def plan(current: str | None) -> _Write[bool] | _Done[bool]:
             if current is None:
                 return _Done(False)
-            return _Write(None, True, decode_thread(current, key)[0])
+            return _Write(None, True, decode_thread(current, key, thread_id)[0])
 
         return self._cas(key, plan)
 
@@ -255,15 +265,16 @@ class UpstashStorage(MemoryStorage):
             [self.keys.thread_index(query.order_by, query.resource_id)],
             [self.keys.thread_key_start, min(query.offset, _MAX_RANK), stop, query.direction],
         )
-        threads: list[Thread] = []
-        for index in range(1, len(reply), 2):
-            thread_id, text = reply[index], reply[index + 1]
+
+        def read(entry: tuple[str, str]) -> Thread | None:
+            thread_id, text = entry
             if not text:
-                continue  # deleted by a writer that keeps no index; reindex() removes the entry
-            thread = decode_thread(text, self.keys.thread(thread_id))[0]
-            if thread.resource_id == query.resource_id:
-                threads.append(thread)
-        return query.page_of(threads, int(reply[0]))
+                return None  # deleted by a writer that keeps no index; reindex() removes the entry
+            thread = decode_thread(text, self.keys.thread(thread_id), thread_id)[0]
+            return thread if thread.resource_id == query.resource_id else None
+
+        entries = [(reply[index], reply[index + 1]) for index in range(1, len(reply), 2)]
+        return query.read_page(entries, read, int(reply[0]))
 
     # -- working memory ------------------------------------------------------------
 
@@ -297,7 +308,7 @@ class UpstashStorage(MemoryStorage):
         def plan_thread(current: str | None) -> _Write[dict[str, Any]]:
             if current is None:
                 raise ThreadNotFoundError(str(target.thread_id))
-            old, raw = decode_thread(current, key)
+            old, raw = decode_thread(current, key, target.thread_id)
             check_owner(old, target.resource_id)
             merged, text = merge_document(thread_working_memory(old.metadata), valid_patch)
             new = with_thread_memory(old, text, utc_now())
@@ -335,6 +346,7 @@ class UpstashStorage(MemoryStorage):
         start = len(self.keys.thread_key_start)
         doc_keys = self._scan(self.keys.thread_pattern())
         owners: dict[str, tuple[str, str]] = {}  # thread id -> (owner, document text)
+        unreadable: list[str] = []
         indexed = 0
         for begin in range(0, len(doc_keys), _BATCH):
             batch_keys = doc_keys[begin : begin + _BATCH]
@@ -343,7 +355,11 @@ class UpstashStorage(MemoryStorage):
             for key, text in zip(batch_keys, self._mget(batch_keys), strict=True):
                 if text is None:
                     continue
-                thread = decode_thread(text, key)[0]
+                try:
+                    thread = decode_thread(text, key, key[start:])[0]
+                except UnreadableRecordError:
+                    unreadable.append(key[start:])  # skipped: its index entries stay as they are
+                    continue
                 owners[key[start:]] = (thread.resource_id, text)
                 keys += [key, *self.keys.thread_indexes(thread.resource_id)]
                 args += [text, key[start:], epoch_ms(thread.created_at), epoch_ms(thread.updated_at)]
@@ -361,13 +377,19 @@ class UpstashStorage(MemoryStorage):
                     texts = self._mget([self.keys.thread(m) for m in chunk])
                     keys, args = [], []
                     for member, text in zip(chunk, texts, strict=True):
-                        if text is not None and decode_thread(text, self.keys.thread(member))[0].resource_id == owner:
-                            continue  # written (by workmem) since the scan: the entry is right
+                        if text is not None and self._owned_or_unreadable(text, member, owner):
+                            continue  # written since the scan (the entry is right), or unreadable (left alone)
                         keys += [self.keys.thread(member), index_key]
                         args += [text or "", member]
                     if keys:
                         removed += int(self._client.run(UNINDEX_IF_UNCHANGED, keys, args))
-        return ReindexResult(indexed, removed)
+        return ReindexResult(indexed, removed, tuple(sorted(set(unreadable))))
+
+    def _owned_or_unreadable(self, text: str, thread_id: str, owner: str) -> bool:
+        try:
+            return decode_thread(text, self.keys.thread(thread_id), thread_id)[0].resource_id == owner
+        except UnreadableRecordError:
+            return True
 
     def close(self) -> None:
         if not self._closed:
