@@ -24,7 +24,14 @@ import pytest
 from test_sql_contract import T0, MakeStorage, SqlContract
 
 import workmem
-from workmem import BackendUnavailableError, Resource, Thread, ThreadOwnershipError, ValidationError
+from workmem import (
+    BackendUnavailableError,
+    Resource,
+    Thread,
+    ThreadOwnershipError,
+    UnreadableRecordError,
+    ValidationError,
+)
 from workmem.adapters.libsql import LibSQLStorage, _Pool, parse_libsql_url
 
 pytestmark = pytest.mark.backend("libsql")
@@ -463,6 +470,6 @@ def test_reads_map_rows_other_programs_wrote(tmp_path: Path) -> None:
             assert resource == Resource(name, "wm", want, T0, T0), name
             assert storage.get_thread(name, resource_id="other") is None
         conn.execute("INSERT INTO mastra_threads VALUES ('bad', 'r', 't', 'not json', '', '')")
-        with pytest.raises(BackendUnavailableError, match="malformed JSON"):
+        with pytest.raises(UnreadableRecordError, match="'bad' cannot be read"):  # that record alone
             storage.get_thread("bad")
         assert storage.get_thread("missing") is None and storage.get_resource("missing") is None

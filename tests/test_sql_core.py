@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from workmem import UNSET, Resource, Thread, ValidationError, WorkmemError
+from workmem import UNSET, Resource, Thread, UnreadableRecordError, ValidationError
 from workmem.adapters.sql import Statement, identifier
 from workmem.adapters.sql.dialect import placeholder_names
 from workmem.adapters.sql.postgres import PostgresDialect
@@ -122,14 +122,16 @@ def test_thread_rows_map_every_stored_form(row: tuple[object, ...], want: Thread
 
 
 def test_rows_that_cannot_be_records_are_refused() -> None:
-    with pytest.raises(WorkmemError, match="not an object"):
-        thread_from_row(("t", "r", "", "[1]", STAMP, STAMP))
-    with pytest.raises(ValidationError):
-        thread_from_row((7, "r", "", None, STAMP, STAMP))  # another program stored a number as the id
-    with pytest.raises(ValidationError):
-        resource_from_row(("r", 7, None, STAMP, STAMP))
-    with pytest.raises(ValueError):
-        thread_from_row(("t", "r", "", None, "2025-13-02T03:04:05.678Z", STAMP))  # looks like a stamp, is not
+    """Each is UnreadableRecordError naming the record: a list leaves that row out and names it."""
+    for row, mapper, record_id in (
+        (("t", "r", "", "[1]", STAMP, STAMP), thread_from_row, "t"),  # metadata not an object
+        ((7, "r", "", None, STAMP, STAMP), thread_from_row, "7"),  # another program stored a number as the id
+        (("r", 7, None, STAMP, STAMP), resource_from_row, "r"),  # ... or as the working memory
+        (("t", "r", "", None, "2025-13-02T03:04:05.678Z", STAMP), thread_from_row, "t"),  # looks like a stamp
+    ):
+        with pytest.raises(UnreadableRecordError) as raised:
+            mapper(row)  # type: ignore[operator]
+        assert raised.value.record_id == record_id
 
 
 @pytest.mark.parametrize("dialect", [SQLiteDialect(), PostgresDialect("wm_x")], ids=["sqlite", "postgres"])
