@@ -208,12 +208,12 @@ def test_a_url_secret_never_reaches_the_table(tmp_path: Path) -> None:
     ("mutate", "message"),
     [
         (lambda d: d.pop("passed"), "missing 'passed'"),
-        (lambda d: d.update(passed="yes"), "'passed' has the wrong type"),
+        (lambda d: d.update(passed="yes"), r"'passed' has the wrong type \(a JSON string\)"),
         (lambda d: d["checks"][0].update(status="ok"), "unknown status 'ok'"),
         (lambda d: d["checks"][1].pop("required"), "check 'merge_atomic': missing 'required'"),
         (lambda d: d["checks"][0].update(duration_s=True), "'duration_s' must be a number"),
         (lambda d: d["checks"].append(dict(d["checks"][0])), "a check name appears twice"),
-        (lambda d: d.update(checks={}), "'checks' has the wrong type"),
+        (lambda d: d.update(checks={}), r"'checks' has the wrong type \(a JSON object\)"),
     ],
 )
 def test_malformed_reports_are_rejected_naming_file_and_field(tmp_path: Path, mutate: Any, message: str) -> None:

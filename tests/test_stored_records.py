@@ -540,3 +540,53 @@ def test_mongodb_documents_of_other_programs_code_path() -> None:
         assert [t.id for t in page.threads] == ["t-long"] and page.unreadable == ("42",)
     finally:
         client.close()
+
+
+def test_an_unreadable_thread_can_be_deleted(backend_url: str) -> None:
+    """What cannot be read can still be removed through workmem: it leaves the list and its count."""
+    raw_only(backend_url)
+    with opened(backend_url) as (storage, raw):
+        storage.save_thread(Thread("t-gone", "r-del", "fine"))
+        storage.save_thread(Thread("t-stays", "r-del", "fine"))
+        if raw.backend != "upstash":
+            storage.delete_thread("t-gone")
+        raw.thread(_thread_doc("t-gone", "r-del", metadata=_metadata(raw, [1])))
+        assert storage.list_threads("r-del").unreadable == ("t-gone",)
+        assert storage.delete_thread("t-gone") is True
+        assert storage.get_thread("t-gone") is None and storage.delete_thread("t-gone") is False
+        page = storage.list_threads("r-del")
+        assert ([t.id for t in page.threads], page.unreadable, page.total) == (["t-stays"], (), 1)
+
+
+@pytest.mark.backend("upstash")
+def test_upstash_a_document_that_is_not_json_can_be_deleted() -> None:
+    from backends import fresh_url
+    from upstash_fixtures import raw_client
+
+    with fresh_url("upstash") as url, opened(url) as (storage, _):
+        client: Any = raw_client(shared_bridge())
+        try:
+            client.set(storage.keys.thread("t-garbage"), "{not json")  # type: ignore[attr-defined]
+        finally:
+            client.close()
+        assert storage.delete_thread("t-garbage") is True
+        assert storage.get_thread("t-garbage") is None
+
+
+def test_messages_name_json_types(backend_url: str) -> None:
+    """A wrong type is named as JSON names it (string, number, array, object, null), never dict/list/str/NoneType."""
+    from workmem.errors import ValidationError
+
+    with workmem.connect(backend_url) as storage:
+        calls = [
+            (lambda: storage.update_resource("r", working_memory=5), "must be a string, got number"),  # type: ignore[arg-type]
+            (lambda: storage.update_resource("r", metadata=[1]), "must be a JSON object, got array"),  # type: ignore[arg-type]
+            (lambda: storage.update_thread("t", metadata="x"), "must be a JSON object, got string"),  # type: ignore[arg-type]
+            (lambda: storage.get_thread(None), "must be a string, got null"),  # type: ignore[arg-type]
+            (lambda: storage.get_resource({"id": 1}), "must be a string, got object"),  # type: ignore[arg-type]
+            (lambda: storage.merge_working_memory([], scope="resource", resource_id="r"), "got array"),  # type: ignore[arg-type]
+        ]
+        for call, message in calls:
+            with pytest.raises(ValidationError) as raised:
+                call()
+            assert message in str(raised.value) and not PYTHON_TYPE_NAMES.search(str(raised.value)), str(raised.value)

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from workmem.registry import builtin_schemes
 from workmem.urls import mask_url
+from workmem.validation import json_type
 
 __all__ = [
     "DEFAULT_BACKENDS",
@@ -205,7 +206,7 @@ def _require(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
         raise ReportError(f"{where}: missing {key!r}")
     value = data[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ReportError(f"{where}: {key!r} has the wrong type ({type(value).__name__})")
+        raise ReportError(f"{where}: {key!r} has the wrong type (a JSON {json_type(value)})")
     return value
 
 

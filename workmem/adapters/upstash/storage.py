@@ -6,10 +6,12 @@ See the package docstring for URLs, keys and the atomicity design.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
@@ -21,7 +23,7 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
+from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset, trusted_thread
 from workmem.storage import (
     Capabilities,
     MemoryStorage,
@@ -47,6 +49,7 @@ T = TypeVar("T")
 _SCRIPTS: tuple[Script, ...] = (CAS_SET, CAS_DELETE, LIST_PAGE, INDEX_IF_UNCHANGED, UNINDEX_IF_UNCHANGED)
 _MAX_ATTEMPTS = 1000
 _BATCH = 200
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_RANK = 2**62
 """Ranks sent to Redis are clamped to this (it takes signed 64-bit integers; no index is that long)."""
 
@@ -244,9 +247,21 @@ class UpstashStorage(MemoryStorage):
         def plan(current: str | None) -> _Write[bool] | _Done[bool]:
             if current is None:
                 return _Done(False)
-            return _Write(None, True, decode_thread(current, key, thread_id)[0])
+            return _Write(None, True, self._deletable(current, key, thread_id))
 
         return self._cas(key, plan)
+
+    def _deletable(self, text: str, key: str, thread_id: str) -> Thread:
+        """The thread to delete, for its index entries; an unreadable one as far as its owner can be read."""
+        try:
+            return decode_thread(text, key, thread_id)[0]
+        except UnreadableRecordError:
+            try:
+                owner = json.loads(text).get("resourceId")
+            except (ValueError, RecursionError, AttributeError):
+                owner = None
+            # No readable owner: only the document goes; list_threads skips the stale entry, reindex() removes it.
+            return trusted_thread(thread_id, owner if isinstance(owner, str) else "", "", None, _EPOCH, _EPOCH)
 
     def list_threads(
         self,
