@@ -590,3 +590,22 @@ def test_messages_name_json_types(backend_url: str) -> None:
             with pytest.raises(ValidationError) as raised:
                 call()
             assert message in str(raised.value) and not PYTHON_TYPE_NAMES.search(str(raised.value)), str(raised.value)
+
+
+def test_a_thread_with_a_long_title_from_another_program_can_be_updated(backend_url: str) -> None:
+    """Metadata updates and thread-scope merges keep the stored title; only a new title must be within the limit."""
+    from workmem.errors import ValidationError
+
+    raw_only(backend_url)
+    title = "t" * 1500
+    with opened(backend_url) as (storage, raw):
+        raw.thread(_thread_doc("t-long", "r-long", title=title))
+        assert storage.update_thread("t-long", metadata={"k": 1}).title == title
+        merged = storage.merge_working_memory({"a": 1}, scope="thread", thread_id="t-long", resource_id="r-long")
+        assert merged == {"a": 1}
+        storage.set_working_memory("notes", scope="thread", thread_id="t-long")
+        thread = storage.get_thread("t-long")
+        assert thread is not None and thread.title == title and thread.metadata == {"k": 1, "workingMemory": "notes"}
+        with pytest.raises(ValidationError):
+            storage.update_thread("t-long", title="x" * 1025)
+        assert storage.update_thread("t-long", title="short").title == "short"

@@ -13,8 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from workmem.merge_patch import apply_merge_patch, parse_json_object
-from workmem.records import Resource, Thread, Unset
+from workmem.records import Resource, Thread, Unset, trusted_thread
 from workmem.storage import WORKING_MEMORY_KEY
+from workmem.timestamps import normalize
 from workmem.validation import dump_json, validate_json_object
 
 __all__ = ["merge_document", "shallow", "updated_resource", "updated_thread", "with_thread_memory"]
@@ -46,12 +47,19 @@ def updated_resource(
 
 
 def updated_thread(old: Thread, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime) -> Thread:
-    """The thread after ``update_thread``."""
-    return dataclasses.replace(
-        old,
-        title=old.title if isinstance(title, Unset) else title,
-        metadata=shallow(old.metadata, metadata),
-        updated_at=now,
+    """The thread after ``update_thread``.
+
+    A new ``title`` was validated by the caller; a kept one is taken as stored (another
+    program may have stored a longer one). The merged metadata is checked whole (its size limit).
+    """
+    merged = shallow(old.metadata, metadata)
+    return trusted_thread(
+        old.id,
+        old.resource_id,
+        old.title if isinstance(title, Unset) else title,
+        None if merged is None else validate_json_object(merged),
+        old.created_at,
+        normalize(now),
     )
 
 
