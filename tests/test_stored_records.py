@@ -609,3 +609,39 @@ def test_a_thread_with_a_long_title_from_another_program_can_be_updated(backend_
         with pytest.raises(ValidationError):
             storage.update_thread("t-long", title="x" * 1025)
         assert storage.update_thread("t-long", title="short").title == "short"
+
+
+def test_writes_to_a_record_with_unreadable_metadata_change_nothing(backend_url: str) -> None:
+    """update_thread, thread-scope memory writes, update_resource: UnreadableRecordError everywhere, nothing changed."""
+    from workmem.errors import UnreadableRecordError
+
+    raw_only(backend_url)
+    with opened(backend_url) as (storage, raw):
+        raw.thread(_thread_doc("t-arr", "r-arr", title="kept", metadata=_metadata(raw, [1, 2])))
+        raw.resource({"id": "r-arr", "metadata": json.dumps([3]), "createdAt": STAMP, "updatedAt": STAMP})
+        writes = {
+            "update_thread": lambda: storage.update_thread("t-arr", metadata={"k": 1}),
+            "set_working_memory": lambda: storage.set_working_memory("x", scope="thread", thread_id="t-arr"),
+            "merge_working_memory": lambda: storage.merge_working_memory({"a": 1}, scope="thread", thread_id="t-arr"),
+            "update_resource": lambda: storage.update_resource("r-arr", metadata={"k": 1}),
+        }
+        outcomes = {}
+        for name, write in writes.items():
+            try:
+                write()
+                outcomes[name] = "written"
+            except UnreadableRecordError as exc:
+                outcomes[name] = f"unreadable {exc.kind} {exc.record_id}"
+            except Exception as exc:  # reported below
+                outcomes[name] = f"{type(exc).__name__}: {exc}"
+        assert outcomes == {
+            "update_thread": "unreadable thread t-arr",
+            "set_working_memory": "unreadable thread t-arr",
+            "merge_working_memory": "unreadable thread t-arr",
+            "update_resource": "unreadable resource r-arr",
+        }
+        for read in (lambda: storage.get_thread("t-arr"), lambda: storage.get_resource("r-arr")):
+            with pytest.raises(UnreadableRecordError):  # still as the other program stored it
+                read()
+        if raw.backend != "upstash":  # (Upstash lists what its index holds; reindex() skips what it cannot read)
+            assert storage.list_threads("r-arr").unreadable == ("t-arr",)

@@ -30,8 +30,15 @@ from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import encode_userinfo, mask_url, split_userinfo, url_secrets
 
 from .sql import Result, SqlStorage, Statement
-from .sql.postgres import EXACT_CHECK_ERROR, FORMAT_ERROR, NEAR_LIMIT_ERROR, TOO_LARGE_ERROR, PostgresDialect
-from .sql.storage import ExactCheckNeeded, check_options, driver_error
+from .sql.postgres import (
+    EXACT_CHECK_ERROR,
+    FORMAT_ERROR,
+    NEAR_LIMIT_ERROR,
+    TOO_LARGE_ERROR,
+    UNREADABLE_METADATA_ERROR,
+    PostgresDialect,
+)
+from .sql.storage import ExactCheckNeeded, StoredMetadataUnreadable, check_options, driver_error
 
 __all__ = ["PostgresStorage", "parse_postgres_url"]
 
@@ -150,6 +157,8 @@ class PostgresStorage(SqlStorage):
         state = getattr(exc, "sqlstate", None)
         if state in (NEAR_LIMIT_ERROR, EXACT_CHECK_ERROR):
             return ExactCheckNeeded(str(exc.diag.message_primary))  # type: ignore[attr-defined]
+        if state == UNREADABLE_METADATA_ERROR:  # SqlStorage names the record: UnreadableRecordError
+            return StoredMetadataUnreadable(str(exc.diag.message_primary))  # type: ignore[attr-defined]
         if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
             kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]

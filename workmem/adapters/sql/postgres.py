@@ -37,7 +37,14 @@ from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES, dump_json
 
 from .dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 
-__all__ = ["EXACT_CHECK_ERROR", "FORMAT_ERROR", "NEAR_LIMIT_ERROR", "TOO_LARGE_ERROR", "PostgresDialect"]
+__all__ = [
+    "EXACT_CHECK_ERROR",
+    "FORMAT_ERROR",
+    "NEAR_LIMIT_ERROR",
+    "TOO_LARGE_ERROR",
+    "UNREADABLE_METADATA_ERROR",
+    "PostgresDialect",
+]
 
 FORMAT_ERROR = "WM001"
 """SQLSTATE raised when stored working memory is not a JSON object."""
@@ -45,6 +52,8 @@ NEAR_LIMIT_ERROR = "WM003"
 """SQLSTATE raised when merged metadata may be over the limit: the exact measure decides, under a row lock."""
 TOO_LARGE_ERROR = "WM002"
 """SQLSTATE raised when a merged document is larger than the limit."""
+UNREADABLE_METADATA_ERROR = "WM005"
+"""SQLSTATE raised when stored metadata (another program's) is no JSON object to merge into; nothing changed."""
 EXACT_CHECK_ERROR = "WM004"
 """SQLSTATE raised when stored working memory may read differently in Python: the exact check decides it."""
 
@@ -202,7 +211,7 @@ BEGIN
     END IF;
   END IF;
   RAISE EXCEPTION 'stored metadata is a JSON %, not an object; a merge needs an object', jsonb_typeof(stored)
-    USING ERRCODE = '{format_error}';
+    USING ERRCODE = '{unreadable}';
 END
 $fn$
 """
@@ -220,7 +229,7 @@ BEGIN
   BEGIN
     doc := CAST(stored AS jsonb);
   EXCEPTION WHEN invalid_text_representation OR untranslatable_character THEN
-    RAISE EXCEPTION 'stored metadata is not JSON; a merge needs a JSON object' USING ERRCODE = '{format_error}';
+    RAISE EXCEPTION 'stored metadata is not JSON; a merge needs a JSON object' USING ERRCODE = '{unreadable}';
   END;
   RETURN {s}.workmem_mastra_metadata_object(doc);
 END
@@ -316,7 +325,7 @@ class PostgresDialect(Dialect):
         return [(f'"{column}"', f"({stamp} AT TIME ZONE 'UTC')"), (f'"{column}Z"', stamp)]
 
     def stored_metadata(self, column: str) -> str:
-        """``column`` (jsonb or text) as the jsonb object it holds; SQLSTATE ``WM001`` when it holds none."""
+        """``column`` (jsonb or text) as the jsonb object it holds; SQLSTATE ``WM005`` when it holds none."""
         return f"{self._prefix}.workmem_mastra_metadata_object({column})"
 
     def shallow_merge(self, old: str, new: str) -> str:
@@ -331,6 +340,7 @@ class PostgresDialect(Dialect):
                 **names,
                 blank=_BLANK,
                 format_error=FORMAT_ERROR,
+                unreadable=UNREADABLE_METADATA_ERROR,
                 too_large=TOO_LARGE_ERROR,
                 near_limit=NEAR_LIMIT_ERROR,
                 exact=EXACT_CHECK_ERROR,

@@ -16,13 +16,20 @@ record with :mod:`workmem.changes`.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import (
+    ThreadExistsError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    UnreadableRecordError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     MemoryStorage,
@@ -41,7 +48,15 @@ from workmem.validation import validate_id, validate_json_object
 from .dialect import Dialect, KeyRead, Statement
 from .rows import load_json, resource_from_row, thread_from_row
 
-__all__ = ["ExactCheckNeeded", "Result", "Session", "SqlStorage", "check_options", "driver_error"]
+__all__ = [
+    "ExactCheckNeeded",
+    "Result",
+    "Session",
+    "SqlStorage",
+    "StoredMetadataUnreadable",
+    "check_options",
+    "driver_error",
+]
 
 
 R = TypeVar("R")
@@ -55,6 +70,23 @@ class ExactCheckNeeded(WorkmemError):
     key, ...); :class:`SqlStorage` catches this and redoes the operation as a row-locked
     read-modify-write decided in Python, so every backend accepts and refuses the same input.
     """
+
+
+class StoredMetadataUnreadable(WorkmemError):
+    """Internal: a one-statement write stopped, nothing written, because the stored metadata is no JSON object.
+
+    :class:`SqlStorage` raises it as :class:`UnreadableRecordError` naming the record, as a
+    read-modify-write that reads the record first would.
+    """
+
+
+@contextmanager
+def _record(kind: str, record_id: str) -> Iterator[None]:
+    """Name the record of a one-statement write whose stored metadata cannot be read."""
+    try:
+        yield
+    except StoredMetadataUnreadable as exc:
+        raise UnreadableRecordError(kind, record_id, str(exc)) from None
 
 
 def check_options(options: Mapping[str, Any], known: frozenset[str], backend: str) -> None:
@@ -136,7 +168,8 @@ class SqlStorage(MemoryStorage):
         if self.dialect.native_shallow_merge:
             statement = self.dialect.update_resource(resource_id, working_memory, new_metadata, now)
             try:
-                return resource_from_row(self._execute(statement).rows[0])
+                with _record("resource", resource_id):
+                    return resource_from_row(self._execute(statement).rows[0])
             except ExactCheckNeeded:
                 pass  # near the size limit: decided below, under a row lock
         with self._transaction() as tx:
@@ -190,7 +223,8 @@ class SqlStorage(MemoryStorage):
         now = utc_now()
         if self.dialect.native_shallow_merge:
             try:
-                rows = self._execute(self.dialect.update_thread(thread_id, title, new_metadata, now)).rows
+                with _record("thread", thread_id):
+                    rows = self._execute(self.dialect.update_thread(thread_id, title, new_metadata, now)).rows
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
@@ -247,7 +281,8 @@ class SqlStorage(MemoryStorage):
         statement = self.dialect.merge_statement(target, valid_patch, now)
         if statement is not None:
             try:
-                rows = self._execute(statement).rows
+                with _record(target.scope, target.thread_id or target.resource_id or ""):
+                    rows = self._execute(statement).rows
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
