@@ -214,6 +214,24 @@ def test_suite_job_runs_the_tests_as_ci_run_does(workflow: dict[str, Any]) -> No
     assert step(job, "python -m pytest")["run"] == "python -m pytest"
 
 
+def test_the_mastra_packages_are_installed_before_the_tests_and_required() -> None:
+    # The interop tests run the published Mastra packages; without them they skip, so both CIs install them
+    # first and name mastra among the required backends (a skip then fails the run).
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    npm = ci_run.index("(cd interop && npm ci --ignore-scripts")
+    assert npm < ci_run.index("python -m pytest")
+    assert '--cache "$PWD/../.cache/npm"' in ci_run
+    assert ".cache/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    default = re.search(r"WORKMEM_REQUIRE_BACKENDS:-([\w,]+)", ci_run)
+    assert default and "mastra" in default.group(1).split(",")
+    job = jobs(yaml.safe_load(SOURCE.read_text(encoding="utf-8")))["suite"]
+    install = step(job, "npm ci")
+    assert install["working-directory"] == "interop"
+    assert install["run"].startswith("npm ci --ignore-scripts")
+    assert job["steps"].index(install) < job["steps"].index(step(job, "python -m pytest"))
+    assert (ROOT / "interop" / "package-lock.json").is_file()
+
+
 # ci/lint.sh: the schema check runs everywhere (check-jsonschema ships GitHub's schema); actionlint where installed.
 
 
