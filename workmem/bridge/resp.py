@@ -8,6 +8,7 @@ way the Upstash REST API does: bulk strings as ``bytes``, status replies as
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
 import threading
@@ -17,7 +18,16 @@ from dataclasses import dataclass
 from typing import BinaryIO, TypeAlias
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["Connection", "ConnectionPool", "ErrorReply", "RedisAddress", "Reply", "Status", "encode_command"]
+__all__ = [
+    "Connection",
+    "ConnectionPool",
+    "ErrorReply",
+    "NotSentError",
+    "RedisAddress",
+    "Reply",
+    "Status",
+    "encode_command",
+]
 
 
 class Status(str):
@@ -36,6 +46,10 @@ Reply: TypeAlias = bytes | Status | ErrorReply | int | list["Reply"] | None
 
 class ProtocolError(ConnectionError):
     """The server sent something that is not RESP2, or closed the connection."""
+
+
+class NotSentError(ConnectionError):
+    """Sending failed before a single byte of the request left this process: Redis never saw it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +98,7 @@ class Connection:
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=address.host)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
+        self._timeout = timeout
         self._file: BinaryIO = sock.makefile("rb")
         try:
             if address.password is not None:
@@ -101,8 +116,50 @@ class Connection:
             raise ConnectionError(f"redis refused the login: {reply.message}")
 
     def send(self, commands: Sequence[Sequence[bytes]]) -> None:
-        """Write several commands at once (pipelining)."""
-        self._sock.sendall(b"".join(encode_command(c) for c in commands))
+        """Write several commands at once (pipelining).
+
+        Raises :class:`NotSentError` when the connection fails before the
+        kernel took the first byte (nothing reached Redis), the error itself
+        once part of the request went out (Redis may have run some of it).
+        """
+        data = memoryview(b"".join(encode_command(c) for c in commands))
+        sent = 0
+        while sent < len(data):
+            try:
+                sent += self._sock.send(data[sent:])
+            except OSError as exc:
+                if sent == 0 and isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+                    raise NotSentError(f"redis closed the connection: {exc}") from exc
+                raise
+
+    def stale(self) -> bool:
+        """Whether this idle connection is unusable, seen without a round trip.
+
+        Between requests Redis sends nothing, so an idle socket with anything to
+        read was closed by the server (a restart, ``CLIENT KILL``, its
+        ``timeout``: EOF or a reset) or is out of step with the protocol.
+        """
+        if self._sock.fileno() < 0:
+            return True
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        if not readable:
+            return False
+        if not isinstance(self._sock, ssl.SSLSocket):
+            return True
+        # TLS 1.3 may send session tickets after the handshake: read what is there without blocking.
+        self._sock.setblocking(False)
+        try:
+            self._sock.recv(1)  # application data (out of step) or b"" (closed)
+            return True
+        except ssl.SSLWantReadError:
+            return False  # only TLS records, already consumed
+        except OSError:
+            return True
+        finally:
+            self._sock.settimeout(self._timeout)
 
     def call(self, command: Sequence[bytes]) -> Reply:
         """Send one command and read its reply."""
@@ -143,7 +200,16 @@ class Connection:
 
 
 class ConnectionPool:
-    """Idle connections shared by the server's request threads; a broken connection is dropped, never reused."""
+    """Idle connections shared by the server's request threads; a broken connection is dropped, never reused.
+
+    A request never fails because a pooled connection went stale while idle
+    (Redis restarted, or closed it): before reuse, an idle connection with
+    anything to read is dropped (:meth:`Connection.stale`, no round trip), and
+    when sending on a reused connection fails before its first byte left (so
+    Redis cannot have seen the request) the request is sent once more on a new
+    connection. A request that failed after it was sent is never sent again:
+    Redis may have run it (a write, a script), and the caller gets the error.
+    """
 
     def __init__(self, address: RedisAddress, *, max_idle: int = 32, timeout: float | None = 30.0) -> None:
         self.address = address
@@ -152,22 +218,53 @@ class ConnectionPool:
         self._idle: list[Connection] = []
         self._lock = threading.Lock()
 
-    @contextmanager
-    def connection(self) -> Iterator[Connection]:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            conn = Connection(self.address, timeout=self._timeout)
-        try:
-            yield conn
-        except BaseException:
+    def _take(self) -> tuple[Connection, bool]:
+        """A live idle connection (and ``True``), or a new one (and ``False``)."""
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return Connection(self.address, timeout=self._timeout), False
+            if not conn.stale():
+                return conn, True
             conn.close()
-            raise
+
+    def _give(self, conn: Connection) -> None:
         with self._lock:
             if len(self._idle) < self._max_idle:
                 self._idle.append(conn)
                 return
         conn.close()
+
+    def execute(self, commands: Sequence[Sequence[bytes]]) -> list[Reply]:
+        """Send ``commands`` at once (pipelined) on one connection and read one reply each."""
+        conn, reused = self._take()
+        try:
+            try:
+                conn.send(commands)
+            except NotSentError:
+                if not reused:
+                    raise
+                conn.close()  # it died while idle, unnoticed: the request never left, so send it again
+                conn = Connection(self.address, timeout=self._timeout)
+                conn.send(commands)
+            replies = [conn.read_reply() for _ in commands]
+        except BaseException:
+            conn.close()
+            raise
+        self._give(conn)
+        return replies
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A connection for one request (stale idle ones skipped); given back unless the request failed."""
+        conn, _ = self._take()
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        self._give(conn)
 
     def close(self) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hmac
 import json
+import socket
 import sys
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -105,6 +106,7 @@ class BridgeServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = socket.SOMAXCONN  # the listen backlog: a burst of clients waits, none is refused
 
     def __init__(self, address: tuple[str, int], *, redis_url: str, token: str, verbose: bool = False) -> None:
         if not token:
@@ -196,13 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
         raise _RequestError(404, f"ERR unknown endpoint {parts.path!r}: use /, /pipeline or /multi-exec")
 
     def _run_one(self, command: Sequence[bytes]) -> Reply:
-        with self.server.pool.connection() as conn:
-            return conn.call(command)
+        return self.server.pool.execute([command])[0]
 
     def _run_many(self, commands: Sequence[Sequence[bytes]]) -> list[Reply]:
-        with self.server.pool.connection() as conn:
-            conn.send(commands)
-            return [conn.read_reply() for _ in commands]
+        return self.server.pool.execute(commands)
 
     def _multi_exec(self, commands: list[list[bytes]], b64: bool) -> tuple[int, Any]:
         replies = self._run_many([[b"MULTI"], *commands, [b"EXEC"]])

@@ -1,0 +1,247 @@
+"""Outages between workmem and a real server, made with a TCP proxy (``tests/tcp_proxy.py``).
+
+The shared PostgreSQL and Redis of this machine are never restarted: the proxy
+sits between the client and the real server and refuses connections, hangs
+them, or kills every live one. The bounds on time asserted here are what users
+are promised (fail within the connect timeout, recover within a second), with
+generous margins: they are correctness bounds, not benchmarks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from servers import server_url
+from tcp_proxy import TcpProxy
+from upstash_fixtures import Bridge, delete_prefix
+
+import workmem
+from workmem.bridge import BridgeServer, spawn_bridge
+from workmem.bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command
+from workmem.records import Thread
+
+
+def _target(backend: str, default_port: int) -> tuple[str, int]:
+    parts = urlsplit(server_url(backend))
+    return parts.hostname or "127.0.0.1", parts.port or default_port
+
+
+# -- the proxy itself -------------------------------------------------------------------
+
+
+def test_the_proxy_forwards_refuses_blackholes_and_kills() -> None:
+    """The proxy does what the outage tests rely on (against a tiny echo server)."""
+    with socket.socket() as echo:
+        echo.bind(("127.0.0.1", 0))
+        echo.listen(16)
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = echo.accept()
+                except OSError:
+                    return
+
+                def pump(c: socket.socket = conn) -> None:
+                    with c:
+                        while data := c.recv(100):
+                            c.sendall(data)
+
+                threading.Thread(target=pump, daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        with TcpProxy(echo.getsockname()) as proxy:
+            with socket.create_connection(proxy.address, timeout=2) as client:
+                client.sendall(b"ping")
+                assert client.recv(100) == b"ping"
+                assert proxy.kill_all() == 1
+                assert client.recv(100) == b""  # closed by the proxy
+            proxy.refuse()
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(proxy.address, timeout=2)
+            proxy.blackhole()
+            with socket.create_connection(proxy.address, timeout=2) as client:
+                client.settimeout(0.3)
+                client.sendall(b"ping")
+                with pytest.raises(TimeoutError):
+                    client.recv(100)
+            proxy.resume()
+            with socket.create_connection(proxy.address, timeout=2) as client:
+                client.sendall(b"pong")
+                assert client.recv(100) == b"pong"
+
+
+# -- the Upstash REST bridge in front of Redis ----------------------------------------
+
+
+@contextlib.contextmanager
+def bridge_behind_proxy() -> Iterator[tuple[Bridge, TcpProxy]]:
+    """A bridge of this test whose Redis connections all go through a proxy to the real Redis."""
+    with TcpProxy(_target("redis", 6379)) as proxy:
+        running = spawn_bridge(f"redis://127.0.0.1:{proxy.port}")
+        try:
+            yield running, proxy
+        finally:
+            running.stop()
+
+
+_http = httpx.Client(timeout=10)  # one client (its connection pool) for every request of this module
+
+
+def command(bridge: Bridge, body: list[object]) -> httpx.Response:
+    """One command through the bridge's REST API, as raw HTTP."""
+    return _http.post(
+        bridge.url,
+        content=json.dumps(body),
+        headers={"Authorization": f"Bearer {bridge.token}", "Content-Type": "application/json"},
+    )
+
+
+def fill_the_pool(bridge: Bridge, proxy: TcpProxy, wanted: int = 8) -> None:
+    """Make the bridge open several Redis connections (overlapping requests), all then idle in its pool."""
+    proxy.delay = 0.05  # each request holds its connection a while, so concurrent ones need their own
+    try:
+        for _ in range(5):
+            threads = [threading.Thread(target=lambda: command(bridge, ["PING"])) for _ in range(24)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=30)
+            if proxy.live() >= wanted:
+                return
+    finally:
+        proxy.delay = 0.0
+    raise AssertionError(f"the bridge opened only {proxy.live()} connections to Redis")
+
+
+@pytest.mark.backend("upstash")
+@pytest.mark.parametrize("reset", [False, True], ids=["fin", "rst"])
+def test_bridge_requests_survive_redis_dropping_every_pooled_connection(reset: bool) -> None:
+    """After Redis closed every connection (a restart does that), no request fails on a dead pooled socket."""
+    with bridge_behind_proxy() as (bridge, proxy):
+        fill_the_pool(bridge, proxy)
+        killed = proxy.kill_all(reset=reset)
+        time.sleep(0.05)  # let the closes reach the bridge's sockets, as they do before a restarted Redis is back
+        key = f"wm_outage_{secrets.token_hex(6)}"
+        try:
+            replies = [command(bridge, ["INCR", key]) for _ in range(killed + 8)]
+            assert [r.status_code for r in replies] == [200] * len(replies), [r.text for r in replies]
+            assert [r.json()["result"] for r in replies] == list(range(1, len(replies) + 1))  # each ran once
+        finally:
+            command(bridge, ["DEL", key])
+
+
+@pytest.mark.backend("upstash")
+def test_bridge_while_redis_is_down_fails_with_the_reason_and_recovers_at_once() -> None:
+    with bridge_behind_proxy() as (bridge, proxy):
+        fill_the_pool(bridge, proxy, wanted=2)
+        proxy.refuse()
+        down = command(bridge, ["PING"])
+        assert down.status_code == 502
+        assert "could not reach redis" in down.json()["error"] and "refused" in down.json()["error"].lower()
+        proxy.resume()
+        started = time.monotonic()
+        assert command(bridge, ["PING"]).json() == {"result": "PONG"}
+        assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.backend("upstash")
+def test_upstash_storage_survives_redis_dropping_every_bridge_connection() -> None:
+    """Through the public API: every call after Redis dropped the bridge's connections succeeds."""
+    with bridge_behind_proxy() as (bridge, proxy):
+        prefix = f"wm_outage_{secrets.token_hex(6)}:"
+        url = bridge.storage_url(prefix) + "&retries=0&timeout=10"
+        try:
+            with workmem.connect(url) as storage:
+                storage.save_thread(Thread("t", "owner-a", "before"))
+                fill_the_pool(bridge, proxy)
+                proxy.kill_all()
+                time.sleep(0.05)
+                for n in range(40):
+                    assert storage.get_thread("t").title == "before"  # type: ignore[union-attr]
+                    storage.merge_working_memory({f"n{n}": n}, scope="resource", resource_id="r")
+                text = storage.get_working_memory(scope="resource", resource_id="r")
+                assert json.loads(text or "{}") == {f"n{n}": n for n in range(40)}
+        finally:
+            delete_prefix(bridge, prefix)
+
+
+def test_bridge_listen_backlog_takes_a_burst_of_clients() -> None:
+    """Clients connecting while the bridge is busy wait in the backlog; none is dropped or refused."""
+    server = BridgeServer(("127.0.0.1", 0), redis_url="redis://127.0.0.1:1", token="t")  # not serving yet: busy
+    try:
+        clients = []
+        try:
+            for _ in range(64):
+                clients.append(socket.create_connection(server.server_address[:2], timeout=0.5))  # type: ignore[arg-type]
+        finally:
+            for client in clients:
+                client.close()
+        assert len(clients) == 64
+    finally:
+        server.server_close()
+
+
+# -- the bridge's rule for sending a request again --------------------------------------
+
+
+@pytest.mark.backend("upstash")
+def test_bridge_pool_resends_a_request_only_when_none_of_it_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reused connection reset by Redis unnoticed (stale check raced) fails on send: sent again, once each."""
+    with TcpProxy(_target("redis", 6379)) as proxy:
+        pool = ConnectionPool(RedisAddress("127.0.0.1", proxy.port))
+        try:
+            for conn in [Connection(pool.address) for _ in range(4)]:
+                pool._give(conn)
+            assert proxy.wait_live(4) == 4
+            proxy.kill_all(reset=True)
+            time.sleep(0.05)
+            monkeypatch.setattr(Connection, "stale", lambda self: False)  # as if the reset came after the check
+            key = f"wm_outage_{secrets.token_hex(6)}"
+            try:
+                assert [pool.execute([[b"INCR", key.encode()]]) for _ in range(6)] == [[n] for n in range(1, 7)]
+            finally:
+                pool.execute([[b"DEL", key.encode()]])
+        finally:
+            pool.close()
+
+
+def test_bridge_pool_never_resends_a_request_redis_received() -> None:
+    """Redis read the command (and may have run it), then the connection died: the error is returned, no resend."""
+    received: list[bytes] = []
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)
+
+        def serve() -> None:
+            conn, _ = server.accept()
+            with conn:
+                received.append(conn.recv(1000))
+                conn.sendall(b"+PONG\r\n")
+                received.append(conn.recv(1000))  # the write arrives ... and the server dies before replying
+            with contextlib.suppress(OSError):
+                server.settimeout(1)
+                again, _ = server.accept()
+                received.append(again.recv(1000))
+                again.close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        pool = ConnectionPool(RedisAddress("127.0.0.1", server.getsockname()[1]))
+        try:
+            assert pool.execute([[b"PING"]]) == [Status("PONG")]
+            with pytest.raises(ConnectionError, match="closed the connection"):
+                pool.execute([[b"INCR", b"k"]])
+        finally:
+            pool.close()
+        thread.join(timeout=5)
+    assert received == [encode_command([b"PING"]), encode_command([b"INCR", b"k"])]
