@@ -333,7 +333,34 @@ def test_thread_scope_keeps_memory_per_thread(storage: MemoryStorage) -> None:
         memory.get_working_memory(resource_id=rid)
     with pytest.raises(ThreadNotFoundError):
         memory.update_working_memory("# x", thread_id="missing-" + uuid.uuid4().hex)
-    assert memory.get_working_memory(thread_id="missing-" + uuid.uuid4().hex) is None
+
+
+@pytest.mark.parametrize("mode", ["template", "schema"])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_missing_thread_raises_in_thread_scope_as_in_resource_scope(
+    storage: MemoryStorage, mode: str, read_only: bool
+) -> None:
+    """Reads of a missing thread raise ThreadNotFoundError, as writes do and as resource scope does."""
+    kind: dict[str, Any] = {"schema": Profile} if mode == "schema" else {}
+    missing = "missing-" + uuid.uuid4().hex
+    rid = _rid()
+    reads: list[Callable[[Memory], object]] = [
+        lambda m: m.get_working_memory(thread_id=missing),
+        lambda m: m.system_message(thread_id=missing),
+        lambda m: m.process_input([{"role": "user", "content": "hi"}], thread_id=missing),
+    ]
+    if mode == "schema":
+        reads.append(lambda m: m.get_working_memory_data(thread_id=missing))
+    for scope in ("resource", "thread"):
+        memory = Memory(storage, scope=scope, read_only=read_only, **kind)  # type: ignore[arg-type]
+        for read in reads:
+            with pytest.raises(ThreadNotFoundError) as raised:
+                read(memory)
+            assert raised.value.thread_id == missing
+    thread_scope = Memory(storage, scope="thread", read_only=read_only, **kind)
+    with pytest.raises(ThreadNotFoundError):
+        thread_scope.system_message(thread_id=missing, resource_id=rid)  # the owner given changes nothing
+    assert storage.get_thread(missing) is None and storage.get_resource(rid) is None
 
 
 def test_a_scope_never_sees_the_other(storage: MemoryStorage) -> None:
@@ -585,11 +612,9 @@ def test_call_tool_in_schema_mode(storage: MemoryStorage) -> None:
     assert memory.call_tool('{"memory": {"age": 30}}', resource_id=rid)["ok"] is True
     assert memory.call_tool({"memory": '{"interests": ["b"]}'}, resource_id=rid)["ok"] is True
     assert memory.get_working_memory_data(resource_id=rid) == {"name": "Sam", "age": 30, "interests": ["b"]}
-    # An empty patch and the all-null skeleton would wipe the memory: ignored.
+    # An empty patch changes nothing: ignored, nothing written.
     before = _snapshot(storage, rid)
     assert memory.call_tool({"memory": {}}, resource_id=rid)["action"] == "ignored"
-    skeleton = dict.fromkeys(["name", "age", "contact", "interests"])
-    assert memory.call_tool({"memory": skeleton}, resource_id=rid)["action"] == "ignored"
     assert _snapshot(storage, rid) == before
     # Deleting some fields is a real update.
     assert memory.call_tool({"memory": {"age": None, "interests": None}}, resource_id=rid)["action"] == "merged"
@@ -731,6 +756,29 @@ def test_process_input_inserts_once_after_system_messages(storage: MemoryStorage
         memory.process_input("hello", resource_id=rid)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         memory.process_input(["hello"], resource_id=rid)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_process_input_finds_its_message_when_a_framework_dropped_the_name(
+    storage: MemoryStorage, read_only: bool
+) -> None:
+    memory = Memory(storage, read_only=read_only)
+    rid = _rid()
+    own = {"role": "system", "content": "You are helpful."}
+    first = memory.process_input([own, {"role": "user", "content": "hi"}], resource_id=rid)
+    # Stored and reloaded by a framework: "name" dropped, content as a list of text parts, or both.
+    stripped = [{key: value for key, value in m.items() if key != "name"} for m in first]
+    parts = [{**m, "content": [{"type": "text", "text": m["content"]}]} for m in stripped]
+    for history in (stripped, parts):
+        again = memory.process_input([*history, {"role": "user", "content": "more"}], resource_id=rid)
+        memory_messages = [m for m in again if m.get("name") == "workmem" or "working_memory_data" in str(m)]
+        assert len(memory_messages) == 1, again
+        assert again[0] == history[0] and again[1]["name"] == "workmem"
+        assert [m["content"] for m in again[2:]] == [history[2]["content"], "more"]
+    # A system message of the developer's own that only mentions working memory is kept.
+    mention = {"role": "system", "content": "WORKING MEMORY\n\nis a feature; see <working_memory_data>."}
+    kept = memory.process_input([mention], resource_id=rid)
+    assert kept[0] == mention and len(kept) == 2
 
 
 # -- sub-agents ----------------------------------------------------------------------------------

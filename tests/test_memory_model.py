@@ -132,6 +132,29 @@ def test_schema_memory_copied_back_as_shown_is_stable(storage: MemoryStorage, sc
         assert memory.get_working_memory_data(thread_id=thread.id) == document
 
 
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+def test_a_patch_nulling_every_field_clears_the_memory(storage: MemoryStorage, scope: str) -> None:
+    one_field = {"type": "object", "properties": {"name": {"type": "string"}}}
+    memory = Memory(storage, scope=scope, schema=one_field)  # type: ignore[arg-type]
+    thread = memory.create_thread(resource_id=_rid())
+    model = ScriptedModel(memory, thread_id=thread.id)
+    assert model.send_patch({"name": "Sam"})["action"] == "merged"
+    assert memory.get_working_memory_data(thread_id=thread.id) == {"name": "Sam"}
+    assert model.send_patch({"name": None}, as_string=True)["action"] == "merged"  # the one field, nulled
+    assert memory.get_working_memory_data(thread_id=thread.id) == {}
+    assert json.loads(model.sees()) == {}
+
+    several = Memory(storage, scope=scope, schema=SCHEMA)  # type: ignore[arg-type]
+    other = several.create_thread(resource_id=_rid())
+    model = ScriptedModel(several, thread_id=other.id)
+    model.send_patch({"name": "Sam", "note": "likes tea", "tags": ["a"]})
+    assert model.send_patch({}, pad_with_null=True)["action"] == "merged"  # every field nulled
+    assert several.get_working_memory_data(thread_id=other.id) == {}
+    before = several.get_working_memory(thread_id=other.id)
+    assert model.send_patch({})["action"] == "ignored"  # the empty patch changes nothing
+    assert several.get_working_memory(thread_id=other.id) == before
+
+
 # -- absurd nesting --------------------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from workmem.memory.tool import (
 from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
-from workmem.storage import WORKING_MEMORY_KEY, MemoryStorage, check_owner
+from workmem.storage import WORKING_MEMORY_KEY, MemoryStorage, check_owner, thread_working_memory
 from workmem.validation import dump_json, validate_id, validate_json_object, validate_text
 
 __all__ = ["Memory", "ToolResult"]
@@ -224,7 +224,11 @@ class Memory:
         """The stored working memory text of this scope, or ``None`` when none is stored.
 
         Under resource scope a ``thread_id`` alone is enough: the resource is the
-        thread's owner (:class:`ThreadNotFoundError` when the thread is missing).
+        thread's owner. A ``thread_id`` naming no thread raises
+        :class:`ThreadNotFoundError` wherever the memory's place depends on it: in
+        thread scope always (reads such as this one, :meth:`system_message` and
+        :meth:`process_input`, as well as writes), in resource scope when no
+        ``resource_id`` is given. A resource with no stored memory reads as ``None``.
         """
         return self._read(self._address(thread_id, resource_id))
 
@@ -326,8 +330,8 @@ class Memory:
                 self._write(address, value)
                 return {"ok": True, "action": "replaced", "message": "Working memory replaced."}
             patch = self._check_patch(value)
-            if self._is_empty_patch(patch):
-                return _ignored()
+            if not patch:  # changes nothing; every field set to null is a real update (it clears the memory)
+                return _ignored(_EMPTY_PATCH)
             self._merge(address, patch)
             return {"ok": True, "action": "merged", "message": "Working memory updated."}
         except ValidationError as exc:  # ToolArgumentError included: what the model sent was unusable
@@ -364,7 +368,10 @@ class Memory:
 
         The message is ``{"role": "system", "content": ..., "name": "workmem"}``;
         one inserted earlier is replaced, so calling this on every turn never
-        stacks copies. ``messages`` itself is not changed.
+        stacks copies, also when the history was stored by a framework that
+        dropped ``name`` or turned the content into text parts (it is then found
+        by its content, see :func:`~workmem.memory.prompt.is_memory_message`).
+        ``messages`` itself is not changed.
         """
         content = self.system_message(thread_id=thread_id, resource_id=resource_id)
         return insert_memory_message(messages, content)
@@ -406,9 +413,12 @@ class Memory:
         return _Address("resource", resource_id, None)
 
     def _read(self, address: _Address) -> str | None:
-        return self.storage.get_working_memory(
-            scope=address.scope, resource_id=address.resource_id, thread_id=address.thread_id
-        )
+        if address.scope == "thread":
+            assert address.thread_id is not None
+            # A missing thread raises, as it does under resource scope (and as every write does).
+            thread = self._existing_thread(address.thread_id, address.resource_id)
+            return thread_working_memory(thread.metadata)
+        return self.storage.get_working_memory(scope="resource", resource_id=address.resource_id)
 
     def _write(self, address: _Address, text: str) -> None:
         self.storage.set_working_memory(
@@ -434,13 +444,6 @@ class Memory:
             raise ValidationError("the update does not match the schema: " + "; ".join(errors) + ".")
         return checked
 
-    def _is_empty_patch(self, patch: dict[str, Any]) -> bool:
-        assert self.schema is not None
-        if not patch:
-            return True
-        fields = set(self.schema.top_level_properties)
-        return bool(fields) and set(patch) == fields and all(value is None for value in patch.values())
-
     def _document_text(self, content: object, what: str) -> str:
         if self.schema is None:
             return validate_text(content, what)
@@ -463,13 +466,18 @@ class Memory:
         return rest, self._document_text(value, "metadata['workingMemory']")
 
 
-def _ignored() -> ToolResult:
-    return {
-        "ok": True,
-        "action": "ignored",
-        "message": "Nothing was stored: the update was empty (an unfilled template) and would have erased the "
-        "working memory. Send the memory with the information filled in.",
-    }
+_ERASING_UPDATE = (
+    "Nothing was stored: the update was empty (an unfilled template) and would have erased the working memory. "
+    "Send the memory with the information filled in."
+)
+_EMPTY_PATCH = (
+    "Nothing was stored: the update was an empty object, which changes nothing. Send the fields that changed; "
+    "set a field to null to remove it."
+)
+
+
+def _ignored(message: str = _ERASING_UPDATE) -> ToolResult:
+    return {"ok": True, "action": "ignored", "message": message}
 
 
 def _json_object(value: object, what: str) -> dict[str, Any]:

@@ -161,11 +161,40 @@ def render_system_message(
     )
 
 
+_HEADINGS = ("WORKING MEMORY\n\n", "WORKING MEMORY (read-only)\n\n")
+_DATA_END = f"\n</{DATA_TAG}>"
+
+
+def _message_text(content: object) -> str | None:
+    """The text of a message's ``content``: a string, or the text parts of a list as frameworks store them."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence) and not isinstance(content, (bytes, bytearray)):
+        texts = [part.get("text") for part in content if isinstance(part, Mapping)]
+        if texts and len(texts) == len(content) and all(isinstance(text, str) for text in texts):
+            return "".join(texts)  # type: ignore[arg-type]
+    return None
+
+
 def is_memory_message(message: object) -> bool:
-    """Whether ``message`` is a system message inserted by ``Memory.process_input``."""
-    return (
-        isinstance(message, Mapping) and message.get("role") == "system" and message.get("name") == MEMORY_MESSAGE_NAME
-    )
+    """Whether ``message`` is a system message inserted by ``Memory.process_input``.
+
+    Found by its ``name`` (``"workmem"``) or, since frameworks that store the
+    history often drop ``name``, by its content: it starts with the heading
+    ``WORKING MEMORY`` and ends with the closing ``</working_memory_data>`` fence,
+    as every message :func:`render_system_message` makes does (the fenced data is
+    escaped, so it cannot contain that fence). A string content or a list of text
+    parts both count.
+    """
+    if not isinstance(message, Mapping) or message.get("role") != "system":
+        return False
+    if message.get("name") == MEMORY_MESSAGE_NAME:
+        return True
+    text = _message_text(message.get("content"))
+    if text is None:
+        return False
+    text = text.strip()
+    return text.startswith(_HEADINGS) and text.endswith(_DATA_END)
 
 
 def insert_memory_message(messages: Sequence[Mapping[str, Any]], content: str) -> list[Mapping[str, Any]]:
