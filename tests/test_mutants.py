@@ -8,11 +8,14 @@ must be reported failed on the checks that guard that rule.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import os
 import random
+import re
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,10 +28,18 @@ from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, Thread
 from workmem.adapters.memory import InMemoryStorage
 from workmem.conformance import PROFILES, run
 from workmem.merge_patch import parse_json_object
-from workmem.records import Direction, OrderBy, Unset
-from workmem.storage import check_list_args, check_owner, check_scope, thread_working_memory
+from workmem.records import Direction, OrderBy, Unset, trusted_resource, trusted_thread
+from workmem.storage import (
+    ListQuery,
+    check_list_args,
+    check_owner,
+    check_resource_update,
+    check_scope,
+    check_thread_update,
+    thread_working_memory,
+)
 from workmem.timestamps import utc_now
-from workmem.validation import dump_json, validate_json_object
+from workmem.validation import dump_json, validate_id, validate_json_object
 
 
 class OwnerChanging(InMemoryStorage):
@@ -397,3 +408,457 @@ def test_cross_process_check_catches_merges_that_are_atomic_only_in_one_process(
     assert statuses["cross_process_atomic"] == "failed", report.format_failures()
     reason = report.checks[0].reason or ""
     assert "lost" in reason or "succeeded" in reason, reason
+
+
+# -- issue 19, gaps A: look-alike ids, big lists, order after updates, metadata merges, Unicode in
+# merged JSON, exact limits, mixed valid/invalid arguments, concurrent metadata updates --------------
+# Each mutant below passed every check of the suite before workmem/conformance/edges.py existed.
+
+
+def _owned_by(storage: InMemoryStorage, matches: Callable[[str], bool]) -> list[Thread]:
+    with storage._store.lock:
+        return [t for t in storage._store.threads.values() if matches(t.resource_id)]
+
+
+def _listing(
+    storage: InMemoryStorage,
+    query: ListQuery,
+    threads: list[Thread],
+    total: int | None = None,
+    cap: int | None = None,
+) -> ThreadPage:
+    threads.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
+    end = None if query.per_page is None else query.offset + query.per_page
+    chunk = threads[query.offset : end][:cap]
+    return query.page_of(chunk, len(threads) if total is None else total)
+
+
+def _like(pattern: str) -> re.Pattern[str]:
+    """SQL ``LIKE`` without an ``ESCAPE`` clause, ASCII case-insensitive as in SQLite."""
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.compile(regex, re.IGNORECASE | re.DOTALL)
+
+
+class LikeListing(InMemoryStorage):
+    """list_threads selects ``WHERE resourceId LIKE ?``: ``%``/``_`` in an id are wildcards, case is folded."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        pattern = _like(query.resource_id)
+        return _listing(self, query, _owned_by(self, lambda owner: pattern.fullmatch(owner) is not None))
+
+
+class GlobListing(InMemoryStorage):
+    """list_threads scans keys with the id as a Redis ``MATCH`` glob, escaping ``[`` but not ``*`` and ``?``."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        glob = query.resource_id.replace("[", "[[]")
+        return _listing(self, query, _owned_by(self, lambda owner: fnmatch.fnmatchcase(owner, glob)))
+
+
+class PrefixListing(InMemoryStorage):
+    """list_threads ranges over keys starting with the id: a resource id's prefix lists the longer one's threads."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        return _listing(self, query, _owned_by(self, lambda owner: owner.startswith(query.resource_id)))
+
+
+class LikeTotal(InMemoryStorage):
+    """The page is right, but the separate COUNT query matches with an unescaped, case-folding ``LIKE``."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        pattern = _like(query.resource_id)
+        total = len(_owned_by(self, lambda owner: pattern.fullmatch(owner) is not None))
+        return _listing(self, query, _owned_by(self, lambda owner: owner == query.resource_id), total)
+
+
+class CappedAll(InMemoryStorage):
+    """``per_page=None`` silently returns the default page size (100) instead of every thread."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        cap = 100 if query.per_page is None else None
+        return _listing(self, query, _owned_by(self, lambda owner: owner == query.resource_id), cap=cap)
+
+
+class Batch64(InMemoryStorage):
+    """Rows are fetched in one batch of at most 64: a page of more threads is cut short, total still right."""
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        return _listing(self, query, _owned_by(self, lambda owner: owner == query.resource_id), cap=64)
+
+
+class StaleUpdatedIndex(InMemoryStorage):
+    """Orders by updated_at through an index written by save/create only: update_thread and merges leave it stale."""
+
+    def _index(self) -> dict[str, Any]:
+        with self._store.lock:
+            index: dict[str, Any] = self._store.__dict__.setdefault("updated_index", {})
+            return index
+
+    def save_thread(self, thread: Thread) -> Thread:
+        saved = super().save_thread(thread)
+        self._index()[saved.id] = saved.updated_at
+        return saved
+
+    def create_thread(self, thread: Thread) -> Thread:
+        created = super().create_thread(thread)
+        self._index()[created.id] = created.updated_at
+        return created
+
+    def delete_thread(self, thread_id: str) -> bool:
+        self._index().pop(thread_id, None)
+        return super().delete_thread(thread_id)
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        query = check_list_args(resource_id, page, per_page, order_by, direction)
+        owned = _owned_by(self, lambda owner: owner == query.resource_id)
+        if query.order_by == "created_at":
+            return _listing(self, query, owned)
+        index = self._index()
+        owned.sort(key=lambda t: (index.get(t.id, t.updated_at), t.id), reverse=query.direction == "desc")
+        end = None if query.per_page is None else query.offset + query.per_page
+        return query.page_of(owned[query.offset : end], len(owned))
+
+
+def _deep(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """A lodash-style deep merge: objects merge key by key, anything else (null too) replaces."""
+    result = dict(old)
+    for key, value in new.items():
+        before = result.get(key)
+        result[key] = _deep(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
+    return result
+
+
+class DeepMetadataMerge(InMemoryStorage):
+    """update_resource/update_thread merge nested metadata objects deeply instead of shallowly."""
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        with self._store.lock:
+            old = self._store.resources.get(resource_id) if isinstance(resource_id, str) else None
+            if old is not None and old.metadata and isinstance(metadata, Mapping):
+                metadata = _deep(old.metadata, validate_json_object(metadata))
+            return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+
+    def update_thread(
+        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+    ) -> Thread:
+        with self._store.lock:
+            old = self._store.threads.get(thread_id) if isinstance(thread_id, str) else None
+            if old is not None and old.metadata and isinstance(metadata, Mapping):
+                metadata = _deep(old.metadata, validate_json_object(metadata))
+            return super().update_thread(thread_id, title=title, metadata=metadata)
+
+
+def _nfc(value: Any) -> Any:
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, list):
+        return [_nfc(v) for v in value]
+    if isinstance(value, dict):
+        return {_nfc(k): _nfc(v) for k, v in value.items()}
+    return value
+
+
+class NormalizingMerge(InMemoryStorage):
+    """merge_working_memory sends the patch through a JSON layer that NFC-normalizes every string and key."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        clean = _nfc(dict(patch)) if isinstance(patch, Mapping) else patch
+        return super().merge_working_memory(clean, scope=scope, resource_id=resource_id, thread_id=thread_id)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 1
+
+
+def _one_level_less(value: Any) -> Any:
+    """``value`` with its deepest container flattened away, for a validator that counts from 0."""
+    if isinstance(value, dict):
+        if any(isinstance(v, dict | list) for v in value.values()):
+            return {k: _one_level_less(v) for k, v in value.items()}
+        return 0
+    if isinstance(value, list):
+        if any(isinstance(v, dict | list) for v in value):
+            return [_one_level_less(v) for v in value]
+        return 0
+    return value
+
+
+class DepthOffByOne(InMemoryStorage):
+    """The nesting limit is checked with ``>`` on a depth counted from 0: 33 levels are accepted."""
+
+    def _lax(self, value: Any) -> Any:
+        if isinstance(value, Mapping) and _depth(dict(value)) == 33:
+            validate_json_object(_one_level_less(dict(value)))  # everything else is still checked
+            return json.loads(json.dumps(dict(value)))
+        return None
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        lax = self._lax(metadata)
+        if lax is None:
+            return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+        validate_id(resource_id, "resource id")
+        wm, _ = check_resource_update(working_memory, UNSET)
+        with self._store.lock:
+            old = self._store.resources.get(resource_id)
+            now = utc_now()
+            new = trusted_resource(
+                resource_id,
+                (old.working_memory if old else None) if isinstance(wm, Unset) else wm,
+                {**((old.metadata if old else None) or {}), **lax},
+                old.created_at if old else now,
+                now,
+            )
+            self._store.resources[resource_id] = new
+            return new
+
+    def update_thread(
+        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+    ) -> Thread:
+        lax = self._lax(metadata)
+        if lax is None:
+            return super().update_thread(thread_id, title=title, metadata=metadata)
+        validate_id(thread_id, "thread id")
+        title, _ = check_thread_update(title, UNSET)
+        with self._store.lock:
+            old = self._store.threads.get(thread_id)
+            if old is None:
+                raise workmem.ThreadNotFoundError(thread_id)
+            new = trusted_thread(
+                old.id,
+                old.resource_id,
+                old.title if isinstance(title, Unset) else title,
+                {**(old.metadata or {}), **lax},
+                old.created_at,
+                utc_now(),
+            )
+            self._store.threads[thread_id] = new
+            return new
+
+
+class CharLimitIds(InMemoryStorage):
+    """Ids are limited to 512 *characters* (``len(id)``), not 512 UTF-8 bytes."""
+
+    @staticmethod
+    def _long(value: object) -> bool:
+        return (
+            isinstance(value, str)
+            and len(value.encode("utf-8", "surrogatepass")) > 512
+            and len(value) <= 512
+            and "\x00" not in value
+        )
+
+    def get_resource(self, resource_id: str) -> Resource | None:
+        if self._long(resource_id):
+            with self._store.lock:
+                return self._store.resources.get(resource_id)
+        return super().get_resource(resource_id)
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        if not self._long(resource_id):
+            return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+        working_memory, metadata = check_resource_update(working_memory, metadata)
+        with self._store.lock:
+            old = self._store.resources.get(resource_id)
+            now = utc_now()
+            new = trusted_resource(
+                resource_id,
+                (old.working_memory if old else None) if isinstance(working_memory, Unset) else working_memory,
+                (old.metadata if old else None) if isinstance(metadata, Unset) or metadata is None else metadata,
+                old.created_at if old else now,
+                now,
+            )
+            self._store.resources[resource_id] = new
+            return new
+
+    def list_threads(
+        self,
+        resource_id: str,
+        *,
+        page: int = 0,
+        per_page: int | None = 100,
+        order_by: OrderBy = "created_at",
+        direction: Direction = "desc",
+    ) -> ThreadPage:
+        if self._long(resource_id):
+            return ThreadPage((), 0, page, per_page, False)
+        return super().list_threads(resource_id, page=page, per_page=per_page, order_by=order_by, direction=direction)
+
+
+class PartialWrite(InMemoryStorage):
+    """update_resource writes one field at a time: bad metadata leaves the new working memory written.
+
+    (The same bug in update_thread, metadata then title, is caught by the state machine's bad titles.)
+    """
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        if isinstance(working_memory, Unset) or isinstance(metadata, Unset):
+            return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+        super().update_resource(resource_id, working_memory=working_memory)
+        return super().update_resource(resource_id, metadata=metadata)
+
+
+class RacyMetadata(InMemoryStorage):
+    """Metadata updates read the record, pause, then write the merged whole back (a lock per connection only)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        self._own_lock = threading.Lock()
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        if not isinstance(metadata, Mapping):
+            return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+        with self._own_lock:
+            old = self.get_resource(resource_id)
+            time.sleep(0.002)
+            merged = {**((old.metadata if old else None) or {}), **validate_json_object(metadata)}
+            now = utc_now()
+            base = old or Resource(resource_id, None, None, now, now)
+            new = dataclasses.replace(
+                base,
+                working_memory=base.working_memory if isinstance(working_memory, Unset) else working_memory,
+                metadata=merged,
+                updated_at=now,
+            )
+            return self.save_resource(new)
+
+    def update_thread(
+        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+    ) -> Thread:
+        if not isinstance(metadata, Mapping):
+            return super().update_thread(thread_id, title=title, metadata=metadata)
+        with self._own_lock:
+            old = self.get_thread(thread_id)
+            if old is None:
+                raise workmem.ThreadNotFoundError(thread_id)
+            time.sleep(0.002)
+            merged = {**(old.metadata or {}), **validate_json_object(metadata)}
+            new = dataclasses.replace(
+                old, title=old.title if isinstance(title, Unset) else title, metadata=merged, updated_at=utc_now()
+            )
+            with self._store.lock:
+                self._store.threads[thread_id] = new
+            return new
+
+
+EDGE_MUTANTS: list[tuple[type[InMemoryStorage], str]] = [
+    # (mutant, the check that must fail)
+    (LikeListing, "list_lookalike_ids"),
+    (GlobListing, "list_lookalike_ids"),
+    (PrefixListing, "list_lookalike_ids"),
+    (LikeTotal, "list_lookalike_ids"),
+    (CappedAll, "list_beyond_default_page"),
+    (Batch64, "list_beyond_default_page"),
+    (StaleUpdatedIndex, "list_order_after_update"),
+    (DeepMetadataMerge, "metadata_merge_shallow"),
+    (NormalizingMerge, "merged_json_unicode_exact"),
+    (DepthOffByOne, "exact_limits"),
+    (CharLimitIds, "exact_limits"),
+    (PartialWrite, "no_partial_write"),
+    (RacyMetadata, "concurrent_metadata_updates"),
+]
+
+
+@pytest.mark.parametrize(("mutant", "must_fail"), EDGE_MUTANTS, ids=[m[0].__name__ for m in EDGE_MUTANTS])
+def test_edge_mutant_is_caught(mutant: type[InMemoryStorage], must_fail: str) -> None:
+    report = run(_factory(mutant), profile=FAST_SHRINK, only=[must_fail])
+    (result,) = report.checks
+    assert result.status == "failed", f"{mutant.__name__} was not caught by {must_fail}"
+    assert result.reason and "Flaky" not in result.reason, result.reason

@@ -31,6 +31,7 @@ CHECK_MODULES = (
     "workmem.conformance.concurrency",
     "workmem.conformance.creation",
     "workmem.conformance.processes",
+    "workmem.conformance.edges",
 )
 """The modules whose import registers the checks, in the order they run."""
 
