@@ -838,6 +838,49 @@ class RacyMetadata(InMemoryStorage):
             return new
 
 
+class LenientStoredDepth(InMemoryStorage):
+    """merge parses the stored document with the nesting limit off by one: it merges into 33 levels."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        ids: dict[str, Any] = {"scope": scope, "resource_id": resource_id, "thread_id": thread_id}
+        with self._store.lock:
+            try:
+                stored = json.loads(self.get_working_memory(**ids) or "")
+            except ValueError:
+                stored = None
+            if not isinstance(stored, dict) or _depth(stored) != 33:
+                return super().merge_working_memory(patch, **ids)
+            merged: dict[str, Any] = workmem.apply_merge_patch(stored, validate_json_object(patch, "patch"))
+            self.set_working_memory(json.dumps(merged), **ids)
+            return merged
+
+
+class SeparateMetadataLock(InMemoryStorage):
+    """update_thread serializes on a lock of its own (say, a version that merges never bump): merges slip between."""
+
+    _metadata_lock = threading.Lock()  # shared by every connection: update_thread alone is atomic
+
+    def update_thread(
+        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+    ) -> Thread:
+        if not isinstance(metadata, Mapping):
+            return super().update_thread(thread_id, title=title, metadata=metadata)
+        with self._metadata_lock:
+            old = self.get_thread(thread_id)
+            if old is None:
+                raise workmem.ThreadNotFoundError(thread_id)
+            time.sleep(0.002)
+            merged = {**(old.metadata or {}), **validate_json_object(metadata)}
+            new = dataclasses.replace(
+                old, title=old.title if isinstance(title, Unset) else title, metadata=merged, updated_at=utc_now()
+            )
+            with self._store.lock:
+                self._store.threads[thread_id] = new
+            return new
+
+
 EDGE_MUTANTS: list[tuple[type[InMemoryStorage], str]] = [
     # (mutant, the check that must fail)
     (LikeListing, "list_lookalike_ids"),
@@ -850,9 +893,11 @@ EDGE_MUTANTS: list[tuple[type[InMemoryStorage], str]] = [
     (DeepMetadataMerge, "metadata_merge_shallow"),
     (NormalizingMerge, "merged_json_unicode_exact"),
     (DepthOffByOne, "exact_limits"),
+    (LenientStoredDepth, "exact_limits"),
     (CharLimitIds, "exact_limits"),
     (PartialWrite, "no_partial_write"),
     (RacyMetadata, "concurrent_metadata_updates"),
+    (SeparateMetadataLock, "concurrent_metadata_updates"),
 ]
 
 

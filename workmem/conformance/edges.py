@@ -15,8 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from workmem.errors import ValidationError
-from workmem.records import Resource, Thread
+from workmem.errors import ValidationError, WorkingMemoryFormatError
+from workmem.records import Resource, Scope, Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 from workmem.validation import MAX_DEPTH, MAX_ID_BYTES, MAX_TEXT_BYTES, MAX_TITLE_BYTES
@@ -404,8 +404,8 @@ def _bad_id_calls(
 
 @check(
     "exact_limits",
-    f"exact limits: {MAX_DEPTH} levels of nesting accepted, {MAX_DEPTH + 1} rejected; ids and titles counted in"
-    " UTF-8 bytes, not characters",
+    f"exact limits: {MAX_DEPTH} levels of nesting accepted, {MAX_DEPTH + 1} rejected (input and stored JSON);"
+    " ids, titles and text counted in UTF-8 bytes, not characters",
 )
 def exact_limits(ctx: CheckContext) -> None:
     storage, reader = ctx.storage, ctx.open()
@@ -471,6 +471,41 @@ def exact_limits(ctx: CheckContext) -> None:
         outcome = _raises_validation(lambda title=title: storage.update_thread(tid, title=title + "x"))  # type: ignore[misc]
         if outcome is not None:
             problems.append(f"update_thread with a title of {MAX_TITLE_BYTES + 1} bytes ({unit!r}) {outcome}")
+    stored_at: list[tuple[Scope, dict[str, str]]] = [
+        ("resource", {"resource_id": p + "s"}),
+        ("thread", {"thread_id": tid}),
+    ]
+    for scope, ids in stored_at:
+        for leaf in (True, False):
+            kind = "a string" if leaf else "an empty object"
+            ok_text, deep_text = json.dumps(nested(MAX_DEPTH, leaf)), json.dumps(nested(MAX_DEPTH + 1, leaf))
+            storage.set_working_memory(ok_text, scope=scope, **ids)
+            try:
+                merged = storage.merge_working_memory({"a": 1}, scope=scope, **ids)
+                if set(merged) != {"d", "a"}:
+                    problems.append(
+                        f"merging into stored JSON nested {MAX_DEPTH} levels ({scope}) gave {merged!r:.100}"
+                    )
+            except Exception as exc:
+                problems.append(
+                    f"merging into stored JSON with {kind} at level {MAX_DEPTH} ({scope} scope)"
+                    f" raised {type(exc).__name__}: {exc}"
+                )
+            storage.set_working_memory(deep_text, scope=scope, **ids)
+            try:
+                got: object = storage.merge_working_memory({"a": 1}, scope=scope, **ids)
+            except WorkingMemoryFormatError:
+                got = None
+            except Exception as exc:
+                got = f"{type(exc).__name__}: {exc}"
+            if got is not None:
+                problems.append(
+                    f"merging into stored JSON with {kind} at level {MAX_DEPTH + 1} ({scope} scope) did not raise"
+                    f" WorkingMemoryFormatError: {got!r:.100}"
+                )
+            stored = reader.get_working_memory(scope=scope, **ids)
+            if stored != deep_text:
+                problems.append(f"a refused merge ({scope} scope) changed the stored text to {stored!r:.100}")
     huge = "é" * (MAX_TEXT_BYTES // 2) + "x"
     outcome = _raises_validation(lambda: storage.set_working_memory(huge, scope="resource", resource_id=rid))
     if outcome is not None:
@@ -549,12 +584,13 @@ def no_partial_write(ctx: CheckContext) -> None:
 
 # -- concurrent metadata updates ------------------------------------------------------------
 
-UPDATES_PER_WORKER = 2
+UPDATES_PER_WORKER = 1
 
 
 @check(
     "concurrent_metadata_updates",
-    f"{MERGE_WORKERS} connections updating distinct metadata keys of one thread and one resource lose none",
+    f"{MERGE_WORKERS} connections updating distinct metadata keys of one thread and one resource, while merging"
+    " working memory into both, lose none",
 )
 def concurrent_metadata_updates(ctx: CheckContext) -> None:
     conns = [ctx.open() for _ in range(MERGE_WORKERS)]
@@ -566,25 +602,29 @@ def concurrent_metadata_updates(ctx: CheckContext) -> None:
 
         def work(i: int, storage: MemoryStorage, rid: str = rid, tid: str = tid, fresh: str = fresh) -> None:
             for j in range(UPDATES_PER_WORKER):
-                storage.update_thread(tid, metadata={f"w{i}k{j}": j})
-                storage.update_resource(rid, metadata={f"w{i}k{j}": j})
-                storage.update_resource(fresh, metadata={f"w{i}k{j}": j})  # racing creates, too
+                key = f"w{i}k{j}"
+                if i % 2:  # half the workers merge working memory: the same records, other fields
+                    storage.merge_working_memory({key: j}, scope="thread", thread_id=tid)
+                    storage.merge_working_memory({key: j}, scope="resource", resource_id=rid)
+                else:
+                    storage.update_thread(tid, metadata={key: j})
+                    storage.update_resource(rid, metadata={key: j})
+                storage.update_resource(fresh, metadata={key: j})  # racing creates, too
 
         errors = [r for r in race(conns, work) if r is not None]
         assert not errors, f"a concurrent metadata update raised {errors[0]!r}"
-        keys = {f"w{i}k{j}" for i in range(MERGE_WORKERS) for j in range(UPDATES_PER_WORKER)}
-        resource, thread, created = (
-            ctx.storage.get_resource(rid),
-            ctx.storage.get_thread(tid),
-            ctx.storage.get_resource(fresh),
-        )
-        for what, record, extra in (
-            ("thread", thread, {"base"}),
-            ("resource", resource, {"base"}),
-            ("new resource", created, set()),
-        ):
-            assert record is not None, f"the {what} is missing after concurrent updates"
-            lost = sorted((keys | extra) - set(record.metadata or {}))
-            assert not lost, (
-                f"{len(lost)} of {len(keys)} concurrent metadata updates of the {what} were lost: {lost[:8]}"
-            )
+        updated = {f"w{i}k{j}" for i in range(0, MERGE_WORKERS, 2) for j in range(UPDATES_PER_WORKER)}
+        merged = {f"w{i}k{j}" for i in range(1, MERGE_WORKERS, 2) for j in range(UPDATES_PER_WORKER)}
+        thread, resource = ctx.storage.get_thread(tid), ctx.storage.get_resource(rid)
+        created = ctx.storage.get_resource(fresh)
+        assert thread is not None and resource is not None and created is not None, "a record is missing"
+        outcomes = [
+            ("thread metadata", updated | {"base"}, set(thread.metadata or {})),
+            ("resource metadata", updated | {"base"}, set(resource.metadata or {})),
+            ("new resource metadata", updated | merged, set(created.metadata or {})),
+            ("thread working memory", merged, set(json.loads((thread.metadata or {}).get("workingMemory") or "{}"))),
+            ("resource working memory", merged, set(json.loads(resource.working_memory or "{}"))),
+        ]
+        for what, want, got in outcomes:
+            lost = sorted(want - got)
+            assert not lost, f"{len(lost)} of {len(want)} concurrent writes to the {what} were lost: {lost[:8]}"
