@@ -12,7 +12,7 @@ def test_libsql_tls_0_talks_plain_http_to_a_local_server() -> None:
     """``libsql://127.0.0.1:8080?tls=0`` is @libsql/client's form for a local sqld: plain HTTP, not refused."""
     with echo_server(401) as port:
         exc = failure_of(f"libsql://127.0.0.1:{port}?tls=0&authToken=t0k3n-secret")
-    assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
+    assert isinstance(exc, workmem.BackendRefusedError), repr(exc)  # HTTP 401: the server answered, and said no
     assert "bad credentials" in str(exc)  # the plain-HTTP server answered: no TLS was attempted
 
 

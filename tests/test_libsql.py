@@ -25,6 +25,7 @@ from test_sql_contract import T0, MakeStorage, SqlContract
 
 import workmem
 from workmem import (
+    BackendBusyError,
     BackendUnavailableError,
     Resource,
     Thread,
@@ -204,7 +205,7 @@ def test_a_busy_database_is_waited_for(tmp_path: Path) -> None:
         holder = threading.Thread(target=_hold_write_lock, args=(path, 1.5, locked))
         holder.start()
         locked.wait()
-        with pytest.raises(BackendUnavailableError, match="locked"):
+        with pytest.raises(BackendBusyError, match="locked"):
             storage.update_resource("r", working_memory="late")
         holder.join()
         assert storage.get_working_memory(scope="resource", resource_id="r") == '{"a":1}'

@@ -30,18 +30,20 @@ from workmem.adapters.sql.oracle import (
     decode_text,
     encode_text,
     encode_timestamp,
+    error_kind,
     is_connection_error,
     is_unique_violation,
     oracle_error_code,
 )
 from workmem.adapters.sql.rows import resource_from_row, thread_from_row
 from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
     BackendUnavailableError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     ValidationError,
     WorkingMemoryFormatError,
-    WorkmemError,
 )
 from workmem.records import Resource, Thread
 from workmem.storage import ListQuery
@@ -325,9 +327,15 @@ def test_error_classification() -> None:
     assert oracle_error_code(_error(oracledb.IntegrityError, 1, "ORA-00001")) == (1, "ORA-00001")
     assert oracle_error_code(ValueError()) == (0, "")
     assert is_unique_violation(1, "ORA-00001") and not is_unique_violation(2290, "ORA-02290")
-    for code, full in [(0, "DPY-6005"), (0, "DPY-4011"), (0, "DPY-4005"), (12514, "ORA-12514"), (1017, "ORA-01017")]:
+    for code, full in [(0, "DPY-6005"), (0, "DPY-4011"), (0, "DPY-4005"), (12514, "ORA-12514"), (3113, "ORA-03113")]:
         assert is_connection_error(code, full), full
-    assert not is_connection_error(942, "ORA-00942")
+        assert error_kind(code, full) is BackendUnavailableError, full
+    for code, full in [(60, "ORA-00060"), (8177, "ORA-08177"), (54, "ORA-00054")]:
+        assert error_kind(code, full) is BackendBusyError, full
+    # a refused login, a missing table, a privilege, a constraint: retrying fails the same way
+    for code, full in [(1017, "ORA-01017"), (28000, "ORA-28000"), (942, "ORA-00942"), (1031, "ORA-01031")]:
+        assert not is_connection_error(code, full), full
+        assert error_kind(code, full) is BackendRefusedError, full
 
 
 def _closed_port() -> int:
@@ -489,7 +497,7 @@ def test_save_thread_same_owner_returns_the_stored_row(store: OracleStorage, poo
 
 def test_other_integrity_errors_are_not_retried(store: OracleStorage, pool: FakePool) -> None:
     pool.script = [("MERGE INTO", _error(oracledb.IntegrityError, 2290, "ORA-02290"))]
-    with pytest.raises(WorkmemError, match="ORA-02290") as info:
+    with pytest.raises(BackendRefusedError, match="ORA-02290") as info:
         store.save_thread(Thread("t-1", "r-1"))
     assert not isinstance(info.value, BackendUnavailableError)
     assert pool.script == []
@@ -586,7 +594,7 @@ def test_schema_setup_falls_back_when_the_json_type_is_missing(pool: FakePool) -
 
 def test_schema_setup_fails_on_other_ddl_errors_and_closes_the_pool(pool: FakePool) -> None:
     pool.ddl_errors = [_error(oracledb.DatabaseError, 1031, "ORA-01031")]  # insufficient privileges
-    with pytest.raises(WorkmemError, match="ORA-01031"):
+    with pytest.raises(BackendRefusedError, match="ORA-01031"):
         OracleStorage.from_url("oracle://u:p@h/S")
     assert pool.closed
 

@@ -18,7 +18,7 @@ from workmem.adapters.memory import InMemoryStorage
 from workmem.adapters.upstash import UpstashStorage
 from workmem.adapters.upstash.connection import UpstashSettings
 from workmem.adapters.upstash.scripts import CAS_SET, Script
-from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
+from workmem.errors import BackendRefusedError, BackendUnavailableError, ValidationError, WorkmemError
 from workmem.storage import MemoryStorage
 
 pytestmark = pytest.mark.backend("upstash")
@@ -133,7 +133,7 @@ def test_token_is_never_shown(bridge: Bridge, upstash_url: str, capsys: pytest.C
         assert bridge.token not in repr(store._settings)
         assert bridge.token not in repr(store._client)
     wrong = f"wrong-{secrets.token_hex(8)}"
-    with pytest.raises(BackendUnavailableError) as refused:
+    with pytest.raises(BackendRefusedError) as refused:  # a wrong token: retrying fails the same way
         workmem.connect(f"upstash+{bridge.url}?token={wrong}&retries=0")
     assert wrong not in _chain(refused.value)
     assert "WRONGPASS" in str(refused.value)
@@ -150,7 +150,7 @@ def test_redis_errors_are_mapped(bridge: Bridge, storage: UpstashStorage, upstas
     client = raw_client(bridge)
     client.hset(upstash_prefix + "mastra_threads:id:h", values={"a": "1"})  # type: ignore[attr-defined]
     client.close()  # type: ignore[attr-defined]
-    with pytest.raises(WorkmemError, match="WRONGTYPE") as info:
+    with pytest.raises(BackendRefusedError, match="WRONGTYPE") as info:
         storage.get_thread("h")
     assert not isinstance(info.value, BackendUnavailableError)
     assert bridge.token not in _chain(info.value)

@@ -11,6 +11,9 @@ Open a backend by URL and use the :class:`MemoryStorage` contract::
 from __future__ import annotations
 
 from workmem.errors import (
+    RETRYABLE_ERRORS,
+    BackendBusyError,
+    BackendRefusedError,
     BackendUnavailableError,
     MissingDriverError,
     MissingTablesError,
@@ -32,8 +35,11 @@ from workmem.storage import Capabilities, MemoryStorage
 
 __all__ = [
     "DEFAULT_TEMPLATE",
+    "RETRYABLE_ERRORS",
     "TOOL_NAME",
     "UNSET",
+    "BackendBusyError",
+    "BackendRefusedError",
     "BackendUnavailableError",
     "Capabilities",
     "Memory",

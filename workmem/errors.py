@@ -2,12 +2,19 @@
 
 Every adapter maps its driver's failures onto these; the original driver
 exception is kept as ``__cause__`` (``raise ... from exc``), with any password
-or token masked out of the message.
+or token masked out of the message. A failure of the database is one of three:
+:class:`BackendUnavailableError` (it could not be reached, dropped the
+connection or is shutting down) and :class:`BackendBusyError` (concurrent work
+got in the way) are worth retrying, :data:`RETRYABLE_ERRORS`;
+:class:`BackendRefusedError` (it was reached and refused the operation) is not.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "RETRYABLE_ERRORS",
+    "BackendBusyError",
+    "BackendRefusedError",
     "BackendUnavailableError",
     "MissingDriverError",
     "MissingTablesError",
@@ -88,11 +95,14 @@ class UnreadableRecordError(WorkmemError):
 
 
 class UnknownSchemeError(WorkmemError, ValueError):
-    """No adapter is registered for the URL's scheme."""
+    """No usable adapter is registered for the URL's scheme (none, or its target is not a ``MemoryStorage`` class)."""
 
 
 class MissingDriverError(WorkmemError, ImportError):
-    """The adapter's database driver is not installed; the message names the extra to install."""
+    """The adapter's database driver (or a registered adapter's module) cannot be imported; the message says why.
+
+    For a built-in adapter it names the extra to install.
+    """
 
 
 class MissingTablesError(WorkmemError, LookupError):
@@ -103,8 +113,40 @@ class MissingTablesError(WorkmemError, LookupError):
 
 
 class BackendUnavailableError(WorkmemError, ConnectionError):
-    """The database could not be reached or dropped the connection."""
+    """The database could not be reached, dropped the connection, or is starting or shutting down.
+
+    Also: it has no connection or resource to spare right now (too many clients,
+    out of memory or disk). Worth retrying later (:data:`RETRYABLE_ERRORS`). A
+    write whose connection was lost after it was sent may have been applied.
+    """
+
+
+class BackendBusyError(WorkmemError):
+    """Concurrent work got in the way; nothing changed. Worth retrying (:data:`RETRYABLE_ERRORS`).
+
+    The database stayed locked longer than the busy timeout, it cancelled the
+    statement as a deadlock or serialization failure or for its statement
+    timeout, or concurrent writers kept winning a compare-and-swap.
+    """
+
+
+class BackendRefusedError(WorkmemError):
+    """The database was reached and refused the operation; retrying the same call fails the same way.
+
+    Permission denied (a SELECT-only role, a read-only file or server, a wrong
+    password or token), a database, schema or table that is not there, or an
+    error the server raised for this statement (a type mismatch, its stack
+    depth or another limit, a corrupt file). The server's message is kept, and
+    the driver's exception is the ``__cause__``.
+    """
 
 
 class ReadOnlyMemoryError(WorkmemError):
     """A write was attempted through a read-only ``Memory``."""
+
+
+RETRYABLE_ERRORS: tuple[type[WorkmemError], ...] = (BackendUnavailableError, BackendBusyError)
+"""The errors worth retrying (later, with backoff): ``except workmem.RETRYABLE_ERRORS:``.
+
+Every other workmem error is deterministic: the same call fails the same way.
+"""

@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
 
-from workmem.errors import MissingDriverError, UnknownSchemeError
+from workmem.errors import MissingDriverError, UnknownSchemeError, ValidationError
 from workmem.storage import MemoryStorage, check_create
 from workmem.urls import mask_url, scheme_of
 
@@ -75,13 +75,23 @@ def register(scheme: str, target: str, *, extra: str | None = None, clobber: boo
     """Make ``connect()`` use the class at ``target`` (``"module:Class"``) for ``scheme``.
 
     Refuses to replace an existing registration or built-in scheme unless ``clobber=True``.
+    Bad arguments raise :class:`~workmem.errors.ValidationError`; the target is imported by
+    ``connect()``, which raises :class:`~workmem.errors.MissingDriverError` when it cannot be
+    imported and :class:`~workmem.errors.UnknownSchemeError` when it is no ``MemoryStorage`` class.
     """
+    if not isinstance(scheme, str) or not scheme:
+        raise ValidationError(f"scheme must be a non-empty str, not {scheme!r}")
+    module_name, colon, class_name = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not (colon and module_name and class_name):
+        raise ValidationError(f"target must look like 'module:Class', not {target!r}")
+    if extra is not None and not isinstance(extra, str):
+        raise ValidationError(f"extra must be a str or None, not {type(extra).__name__}")
+    if not isinstance(clobber, bool):
+        raise ValidationError(f"clobber must be a bool, not {type(clobber).__name__}")
     scheme = scheme.lower()
-    if ":" not in target:
-        raise ValueError(f"target must look like 'module:Class', not {target!r}")
     with _lock:
         if not clobber and (scheme in _registered or scheme in _BUILTIN):
-            raise ValueError(f"scheme {scheme!r} is already registered; pass clobber=True to replace it")
+            raise ValidationError(f"scheme {scheme!r} is already registered; pass clobber=True to replace it")
         _registered[scheme] = AdapterSpec(target, extra)
 
 
@@ -112,15 +122,18 @@ def resolve(url: str) -> type[MemoryStorage]:
     module_name, _, class_name = spec.target.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if spec.extra is None or not module_name.startswith("workmem."):
-            raise
+    except Exception as exc:  # not installed, or the module failed while importing
+        if isinstance(exc, ImportError) and spec.extra is not None and module_name.startswith("workmem."):
+            raise MissingDriverError(
+                f"{mask_url(url)} needs the {spec.extra!r} extra: pip install 'workmem[{spec.extra}]' ({exc})"
+            ) from exc
         raise MissingDriverError(
-            f"{mask_url(url)} needs the {spec.extra!r} extra: pip install 'workmem[{spec.extra}]' ({exc})"
+            f"the adapter {spec.target} for {mask_url(url)} cannot be imported: {type(exc).__name__}: {exc}"
         ) from exc
-    cls = getattr(module, class_name)
+    cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, MemoryStorage)):
-        raise TypeError(f"{spec.target} is not a MemoryStorage subclass")
+        found = "not there" if cls is None else f"a {type(cls).__name__}"
+        raise UnknownSchemeError(f"the adapter {spec.target} for {mask_url(url)} is no MemoryStorage class ({found})")
     return cls
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -49,7 +50,13 @@ from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
-from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
+from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
+    BackendUnavailableError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import mask_url, query_pairs, scheme_of, split_userinfo
 
@@ -80,6 +87,20 @@ _opened: Counter[str] = Counter()
 _opened_lock = threading.Lock()
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
+_UNREACHABLE_MESSAGES = (
+    "http error",
+    "error trying to connect",
+    "connection refused",
+    "connection reset",
+    "connection closed",
+    "broken pipe",
+    "timed out",
+    "stream closed",
+    "disk i/o error",
+)
+"""A server that could not be reached or dropped the connection (or a file whose disk failed): worth retrying."""
+_UNAVAILABLE_STATUSES = frozenset({"408", "429", "502", "503", "504"})
+"""HTTP answers of a server (or its proxy) that cannot serve now."""
 _OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create"})
 _URL_PARAMS = frozenset({"authToken", "tls"})
 
@@ -172,6 +193,19 @@ def _file_mode(url: str) -> tuple[str, bool]:
 def _is_busy(exc: BaseException) -> bool:
     message = str(exc).lower()
     return any(text in message for text in _BUSY_MESSAGES)
+
+
+def _error_kind(exc: BaseException) -> type[WorkmemError]:
+    """Busy past ``busy_timeout``, unreachable or dropped, or else refused (read-only, SQL error, HTTP 401, ...)."""
+    if _is_busy(exc):
+        return BackendBusyError
+    message = str(exc).lower()
+    answered = re.search(r"api error: `status=(\d+)", message)
+    if answered:  # the server answered: judged by its HTTP status, not by its body
+        unavailable = answered.group(1) in _UNAVAILABLE_STATUSES
+    else:
+        unavailable = any(text in message for text in _UNREACHABLE_MESSAGES)
+    return BackendUnavailableError if unavailable else BackendRefusedError
 
 
 def _open_descriptors(path: str) -> tuple[int, int]:
@@ -465,7 +499,7 @@ class LibSQLStorage(SqlStorage):
             )
 
     def _error(self, exc: BaseException, doing: str = "error on") -> WorkmemError:
-        return driver_error(BackendUnavailableError, f"libSQL {doing} {self._url}", exc, self._token)
+        return driver_error(_error_kind(exc), f"libSQL {doing} {self._url}", exc, self._token)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:

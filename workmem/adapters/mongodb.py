@@ -61,7 +61,15 @@ from workmem.adapters.mongodb_documents import (
 )
 from workmem.changes import merge_document
 from workmem.drivers import import_driver
-from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     WORKING_MEMORY_KEY,
@@ -168,7 +176,7 @@ class MongoStorage(MemoryStorage):
             except WorkmemError as exc:
                 code = getattr(exc.__cause__, "code", None)
                 if code in (85, 86):  # IndexOptionsConflict / IndexKeySpecsConflict
-                    raise WorkmemError(
+                    raise BackendRefusedError(
                         f"{collection.name} already has an index on {keys} with other options (is it unique?); "
                         f"drop it or make it match: {exc}"
                     ) from exc.__cause__
@@ -185,7 +193,7 @@ class MongoStorage(MemoryStorage):
             if attempt:
                 time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.0005 * 2 ** min(attempt, 10))))
             yield attempt
-        raise WorkmemError(f"mongodb {action}: gave up after {MAX_ATTEMPTS} attempts lost to concurrent writers")
+        raise BackendBusyError(f"mongodb {action}: gave up after {MAX_ATTEMPTS} attempts lost to concurrent writers")
 
     def _insert_if_absent(self, collection: Collection[Document], record_id: str, fields: Document) -> bool:
         """Insert ``{id: record_id, **fields}`` unless the id exists; whether it was inserted."""

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from workmem.drivers import import_driver
-from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
+from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
+    BackendUnavailableError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.urls import encode_userinfo, mask_exception, mask_secrets, mask_url, split_userinfo, url_secrets
 
 if TYPE_CHECKING:
@@ -27,6 +33,7 @@ __all__ = [
     "client_options",
     "driver_errors",
     "driver_url",
+    "error_kind",
     "is_duplicate_key",
     "open_client",
 ]
@@ -100,6 +107,36 @@ def open_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> Mongo
     return client
 
 
+_UNAVAILABLE_CODES: Final = frozenset({6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436})
+"""Server error codes of a server that cannot serve now: host unreachable or not found, network timeout,
+shutdown in progress, primary stepped down, socket exception, not (or no longer) the writable primary, and
+interrupted at shutdown or by a replica-set state change (the codes of pymongo's retryable writes)."""
+_BUSY_CODES: Final = frozenset({24, 50, 112, 262})
+"""Lock timeout, time limit (``maxTimeMS``) exceeded, write conflict, exceeded time limit."""
+
+
+def error_kind(errors: ModuleType, exc: BaseException) -> type[WorkmemError]:
+    """The workmem class of a pymongo error (``errors`` is ``pymongo.errors``).
+
+    Worth retrying: no server could be reached or the connection was lost
+    (``ConnectionFailure``: ``ServerSelectionTimeoutError``, ``NetworkTimeout``,
+    ``AutoReconnect``, ``NotPrimaryError``), or the server answered with a code
+    or label saying it cannot serve now; a write conflict, lock or time-limit
+    error is :class:`BackendBusyError`. Any other server answer (``OperationFailure``:
+    unauthorized, authentication failed, a document too large, ...) is
+    :class:`BackendRefusedError`.
+    """
+    if isinstance(exc, errors.ConnectionFailure):
+        return BackendUnavailableError
+    code = getattr(exc, "code", None)
+    labelled = getattr(exc, "has_error_label", None)
+    if code in _UNAVAILABLE_CODES or (callable(labelled) and labelled("RetryableWriteError")):
+        return BackendUnavailableError
+    if code in _BUSY_CODES or (callable(labelled) and labelled("TransientTransactionError")):
+        return BackendBusyError
+    return BackendRefusedError
+
+
 def is_duplicate_key(errors: ModuleType, exc: BaseException) -> bool:
     """Whether ``exc`` is MongoDB's E11000 duplicate-key error (alone or inside a bulk write)."""
     if isinstance(exc, errors.DuplicateKeyError):
@@ -115,10 +152,8 @@ def driver_errors(errors: ModuleType, secrets: Secrets, action: str) -> Iterator
     except errors.PyMongoError as exc:
         message = secrets.mask(f"mongodb {action} failed ({secrets.masked_url}): {type(exc).__name__}: {exc}")
         cause = exc if mask_exception(exc, *secrets.passwords) else None
-        if isinstance(exc, errors.ConnectionFailure):
-            raise BackendUnavailableError(message) from cause
         if isinstance(exc, errors.ConfigurationError):
             if "DNS" in str(exc):
                 raise BackendUnavailableError(message) from cause
             raise ValidationError(message) from cause
-        raise WorkmemError(message) from cause
+        raise error_kind(errors, exc)(message) from cause

@@ -39,7 +39,6 @@ from workmem.errors import (
     ThreadExistsError,
     ThreadOwnershipError,
     ValidationError,
-    WorkmemError,
 )
 from workmem.records import Thread
 from workmem.storage import Capabilities, check_create, missing_tables
@@ -55,7 +54,7 @@ from .sql.oracle import (
     SESSION_SETUP,
     OracleDialect,
     decode_row,
-    is_connection_error,
+    error_kind,
     is_unique_violation,
     oracle_error_code,
 )
@@ -212,9 +211,11 @@ class OracleStorage(SqlStorage):
         try:
             yield
         except self._oracledb.Error as exc:
-            kind = BackendUnavailableError if is_connection_error(*oracle_error_code(exc)) else WorkmemError
             error = driver_error(
-                kind, f"Oracle {action} failed on {self._config.masked_url}", exc, self._config.password
+                error_kind(*oracle_error_code(exc)),
+                f"Oracle {action} failed on {self._config.masked_url}",
+                exc,
+                self._config.password,
             )
             raise error from error.__cause__
 

@@ -38,6 +38,7 @@ from .sql.postgres import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
+from .sql.sqlstate import error_kind
 from .sql.storage import ExactCheckNeeded, StoredMetadataUnreadable, check_options, driver_error
 
 __all__ = ["PostgresStorage", "parse_postgres_url"]
@@ -67,6 +68,20 @@ def parse_postgres_url(url: str) -> tuple[str, str]:
         elif piece:
             kept.append(piece)
     return f"postgresql://{encode_userinfo(info)}{where}{'?' if kept else ''}{'&'.join(kept)}", schema
+
+
+def _check_sizes(min_size: Any, max_size: Any, timeout: Any, connect_timeout: Any) -> None:
+    """Refuse pool and timeout options of the wrong type or range (:class:`ValidationError`)."""
+    if not (type(min_size) is int and min_size >= 0):
+        raise ValidationError(f"min_size must be an int >= 0, not {min_size!r}")
+    if not (type(max_size) is int and max_size >= max(min_size, 1)):
+        raise ValidationError(f"max_size must be an int >= 1 and >= min_size ({min_size}), not {max_size!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValidationError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout >= 0:
+        raise ValidationError(
+            f"connect_timeout must be a number of seconds >= 0 (0: no limit), not {connect_timeout!r}"
+        )
 
 
 def _closed_by_server(conn: Any) -> bool:
@@ -122,6 +137,7 @@ class PostgresStorage(SqlStorage):
         create: bool = True,
         url: str | None = None,
     ) -> None:
+        _check_sizes(min_size, max_size, timeout, connect_timeout)
         super().__init__(PostgresDialect(schema))
         self._psycopg = import_driver("psycopg", "postgres")
         pool_module = import_driver("psycopg_pool", "postgres")
@@ -164,7 +180,13 @@ class PostgresStorage(SqlStorage):
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
             error.__cause__ = exc
             return error
-        return driver_error(BackendUnavailableError, f"PostgreSQL error on {self._url}", exc, *self._secrets)
+        connection_error = isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError)
+        return driver_error(
+            error_kind(state, str(exc), connection_error=connection_error),
+            f"PostgreSQL error on {self._url}",
+            exc,
+            *self._secrets,
+        )
 
     def _retryable(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection was lost (not a pool timeout, not a query error)."""

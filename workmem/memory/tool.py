@@ -101,7 +101,7 @@ def format_tool(definition: dict[str, Any], format: ToolFormat) -> dict[str, Any
         return to_openai_tool(definition)
     if format == "anthropic":
         return to_anthropic_tool(definition)
-    raise ValueError(f"format must be 'neutral', 'openai' or 'anthropic', not {format!r}")
+    raise ValidationError(f"format must be 'neutral', 'openai' or 'anthropic', not {format!r}")
 
 
 def a_json_type(value: object) -> str:

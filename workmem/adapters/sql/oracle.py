@@ -36,7 +36,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Final
 
-from workmem.errors import ValidationError
+from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
+    BackendUnavailableError,
+    ValidationError,
+    WorkmemError,
+)
 from workmem.records import Resource, Thread
 from workmem.storage import ListQuery
 from workmem.timestamps import to_iso
@@ -58,6 +64,7 @@ __all__ = [
     "decode_text",
     "encode_text",
     "encode_timestamp",
+    "error_kind",
     "is_connection_error",
     "is_unique_violation",
     "oracle_error_code",
@@ -274,7 +281,8 @@ class OracleDialect(Dialect):
 
 _CONNECTION_ORA: Final = frozenset(
     {
-        1017,  # invalid username/password
+        18,  # maximum number of sessions exceeded
+        20,  # maximum number of processes exceeded
         1033,  # initialization or shutdown in progress
         1034,  # database not available
         1089,  # immediate shutdown in progress
@@ -291,7 +299,15 @@ _CONNECTION_ORA: Final = frozenset(
         12537,  # connection closed
         12541,  # no listener
         12547,  # lost contact
-        28000,  # account locked
+    }
+)
+_BUSY_ORA: Final = frozenset(
+    {
+        54,  # resource busy (NOWAIT)
+        60,  # deadlock detected
+        4020,  # deadlock while trying to lock an object
+        8177,  # cannot serialize access
+        30006,  # resource busy (WAIT timeout)
     }
 )
 _CONNECTION_DPY: Final = frozenset(
@@ -312,8 +328,25 @@ def oracle_error_code(exc: BaseException) -> tuple[int, str]:
 
 
 def is_connection_error(code: int, full_code: str) -> bool:
-    """Whether the database could not be reached, refused the login, or dropped the session (DPY-6xxx: connect)."""
+    """Whether the database could not be reached, cannot serve now, or dropped the session (DPY-6xxx: connect).
+
+    A login it refused (ORA-01017 invalid username or password, ORA-28000 account
+    locked) is not: retrying it fails the same way.
+    """
     return code in _CONNECTION_ORA or full_code in _CONNECTION_DPY or full_code.startswith("DPY-6")
+
+
+def error_kind(code: int, full_code: str) -> type[WorkmemError]:
+    """The workmem class of a python-oracledb error with ``(code, full_code)`` (see :func:`oracle_error_code`).
+
+    :class:`BackendUnavailableError` for :func:`is_connection_error`, :class:`BackendBusyError` for
+    a deadlock, a serialization failure or a busy resource, else :class:`BackendRefusedError`.
+    """
+    if is_connection_error(code, full_code):
+        return BackendUnavailableError
+    if code in _BUSY_ORA:
+        return BackendBusyError
+    return BackendRefusedError
 
 
 def is_unique_violation(code: int, full_code: str) -> bool:

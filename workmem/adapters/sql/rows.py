@@ -62,7 +62,7 @@ def load_object(value: Any) -> dict[str, Any] | None:
     if type(parsed) is str:  # @mastra/pg's saveResource keeps the object's JSON text as a jsonb string
         parsed = _json_text_object(parsed)
     if not isinstance(parsed, dict):
-        raise WorkmemError(f"stored metadata is a JSON {json_type(parsed)}, not an object")
+        raise ValueError(f"stored metadata is a JSON {json_type(parsed)}, not an object")
     return parsed
 
 

@@ -290,7 +290,8 @@ class SqlStorage(MemoryStorage):
             if rows:
                 merged = load_json(rows[0][0])
                 if not isinstance(merged, dict):
-                    raise WorkmemError("the database returned a merged document that is not an object")
+                    reason = "the merged working memory read back is not a JSON object"
+                    raise UnreadableRecordError(target.scope, target.thread_id or target.resource_id or "", reason)
                 return merged
         with self._transaction() as tx:
             if target.scope == "resource":

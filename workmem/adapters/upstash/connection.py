@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
-from workmem.errors import BackendUnavailableError, ValidationError, WorkmemError
+from workmem.errors import BackendBusyError, BackendRefusedError, BackendUnavailableError, ValidationError
 from workmem.urls import mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
 
 from .scripts import Script
@@ -24,7 +24,10 @@ __all__ = ["ENV_TOKEN", "ENV_URL", "RestClient", "UpstashSettings"]
 ENV_URL = "UPSTASH_REDIS_REST_URL"
 ENV_TOKEN = "UPSTASH_REDIS_REST_TOKEN"
 _OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout")
-_UNAVAILABLE = ("WRONGPASS", "NOAUTH", "UNAUTHORIZED", "LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN")
+_UNAVAILABLE = ("LOADING", "MASTERDOWN")
+"""Replies of a server that cannot serve now (loading, no primary); also workmem's bridge without its Redis."""
+_BUSY = ("BUSY", "TRYAGAIN")
+"""Replies of a server busy running a script, or asking to try again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +127,11 @@ class RestClient:
     def call(self, *command: str | int) -> Any:
         """Run one command.
 
-        Redis errors become :class:`WorkmemError` (:class:`BackendUnavailableError`
-        for a refused token or a server that cannot serve), transport failures
-        :class:`BackendUnavailableError`.
+        Redis error replies become :class:`BackendRefusedError` (a wrong token,
+        ``WRONGTYPE``, any ``ERR``), except :class:`BackendUnavailableError` for a
+        server that cannot serve now (``LOADING``, ``MASTERDOWN``, the bridge
+        without its Redis) and :class:`BackendBusyError` for ``BUSY`` and
+        ``TRYAGAIN``; transport failures are :class:`BackendUnavailableError`.
         """
         return self._guard(str(command[0]), lambda: self._redis.execute(list(command)))
 
@@ -138,9 +143,12 @@ class RestClient:
             if message.startswith("NOSCRIPT"):
                 raise _NoScript(message) from None
             cause = exc if mask_exception(exc, self._token) else None  # a server may echo the token
-            if message.upper().startswith(_UNAVAILABLE) or "could not reach redis" in message:
+            reply = message.upper()
+            if reply.startswith(_UNAVAILABLE) or "could not reach redis" in message:
                 raise BackendUnavailableError(f"Upstash at {self._where}: {message}") from cause
-            raise WorkmemError(f"Upstash at {self._where} refused {what}: {message}") from cause
+            if reply.startswith(_BUSY):
+                raise BackendBusyError(f"Upstash at {self._where} is busy: {message}") from cause
+            raise BackendRefusedError(f"Upstash at {self._where} refused {what}: {message}") from cause
         except Exception as exc:  # httpx transport errors, a body that is not JSON, ...
             detail = self._mask(f"{type(exc).__name__}: {exc}")
             cause = exc if mask_exception(exc, self._token) else None

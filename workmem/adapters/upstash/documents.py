@@ -51,7 +51,7 @@ def parse_document(text: str, key: str) -> dict[str, Any]:
     except (ValueError, RecursionError):
         value = None
     if not isinstance(value, dict):
-        raise WorkmemError(f"the value at {key!r} is not a JSON object document")
+        raise ValueError(f"the value at {key!r} is not a JSON object document")
     return value
 
 
@@ -68,10 +68,10 @@ def _metadata(value: Any, key: str) -> dict[str, Any] | None:
         try:
             value = json.loads(value) if value.strip() else None
         except (ValueError, RecursionError):
-            raise WorkmemError(f"the metadata of {key!r} is not JSON") from None
+            raise ValueError(f"the metadata of {key!r} is not JSON") from None
     if value is None or isinstance(value, dict):
         return value
-    raise WorkmemError(f"the metadata of {key!r} is a JSON {json_type(value)}, not an object")
+    raise ValueError(f"the metadata of {key!r} is a JSON {json_type(value)}, not an object")
 
 
 _UNREADABLE = (ValueError, OverflowError, RecursionError, WorkmemError)
@@ -127,7 +127,7 @@ def decode_thread(text: str, key: str, thread_id: str | None = None) -> tuple[Th
         raw = parse_document(text, key)
         doc_id, owner, title = raw.get("id"), raw.get("resourceId"), raw.get("title")
         if not isinstance(doc_id, str) or not isinstance(owner, str):
-            raise WorkmemError(f"the thread document at {key!r} has no string id and resourceId")
+            raise ValueError(f"the thread document at {key!r} has no string id and resourceId")
         thread = trusted_thread(
             doc_id,
             owner,

@@ -35,6 +35,14 @@ CAS_SET = Script(
     """
 -- KEYS[1] document; KEYS[2], KEYS[3] (threads only) created_at and updated_at indexes of the owner
 -- ARGV: expected exists ('0'/'1'), expected text, new text, then for threads: id, created ms, updated ms
+local function check_indexes(first)
+  for i = first, #KEYS do
+    local kind = redis.call('TYPE', KEYS[i]).ok
+    if kind ~= 'zset' and kind ~= 'none' then
+      return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. kind .. ', not a sorted set: nothing changed')
+    end
+  end
+end
 local current = redis.call('GET', KEYS[1])
 local matches
 if current == ARGV[3] then
@@ -48,6 +56,8 @@ if not matches then
   if current == false then return {0} end
   return {0, current}
 end
+local refused = check_indexes(2)  -- before writing: a script's earlier writes stay when a later call fails
+if refused then return refused end
 redis.call('SET', KEYS[1], ARGV[3])
 if #KEYS == 3 then
   redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
@@ -61,8 +71,18 @@ CAS_DELETE = Script(
     "cas_delete",
     """
 -- KEYS[1] thread document, KEYS[2], KEYS[3] its owner's indexes; ARGV[1] expected text, ARGV[2] thread id
+local function check_indexes(first)
+  for i = first, #KEYS do
+    local kind = redis.call('TYPE', KEYS[i]).ok
+    if kind ~= 'zset' and kind ~= 'none' then
+      return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. kind .. ', not a sorted set: nothing changed')
+    end
+  end
+end
 local current = redis.call('GET', KEYS[1])
 if current ~= false and current ~= ARGV[1] then return {0, current} end
+local refused = check_indexes(2)  -- before writing: a script's earlier writes stay when a later call fails
+if refused then return refused end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[2])

@@ -16,12 +16,12 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.errors import (
+    BackendBusyError,
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     UnreadableRecordError,
     ValidationError,
-    WorkmemError,
 )
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset, trusted_thread
 from workmem.storage import (
@@ -128,7 +128,7 @@ class UpstashStorage(MemoryStorage):
             if applied:
                 return step.result
             time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
-        raise WorkmemError(f"gave up on {key!r} after {_MAX_ATTEMPTS} conflicting concurrent writes")
+        raise BackendBusyError(f"gave up on {key!r} after {_MAX_ATTEMPTS} conflicting concurrent writes")
 
     def _apply(self, key: str, expected: str | None, step: _Write[Any]) -> tuple[bool, str | None]:
         if step.text is None:
