@@ -22,7 +22,8 @@
 //   libsql.execute {url, sql, args}: one statement through @libsql/client.
 //   libsql.appendKeys {url, resourceId, prefix, count}: `count` read-modify-write transactions,
 //     each reading the resource's working memory JSON, adding key `${prefix}${i}` and
-//     incrementing `${prefix}count`, retried on SQLITE_BUSY (the cross-process test's writer).
+//     incrementing `${prefix}count`, retried on SQLITE_BUSY (the cross-process test's writer); returns
+//     {count, retries}.
 // config (Memory's working-memory options): {scope: "resource"|"thread", template?, schema?}.
 
 import { Memory } from "@mastra/memory";
@@ -103,8 +104,10 @@ function memoryFor(store, config) {
 
 const clients = new Map();
 
+// As @mastra/libsql opens a local file: a 5 s busy timeout, so a writer waits for another's lock. (Without
+// one, @libsql/client 0.18 answers SQLITE_BUSY at once, and a connection that got it can keep answering it.)
 function libsqlClient(url) {
-  if (!clients.has(url)) clients.set(url, createClient({ url }));
+  if (!clients.has(url)) clients.set(url, createClient({ url, ...(url.startsWith("file:") ? { timeout: 5000 } : {}) }));
   return clients.get(url);
 }
 
@@ -140,7 +143,7 @@ async function appendKeys({ url, resourceId, prefix, count }) {
             await tx.rollback();
           } catch {}
         }
-        if (!isBusy(error)) throw error;
+        if (!isBusy(error) || retries >= 1000) throw error;
         retries += 1;
         await new Promise((resolve) => setTimeout(resolve, 1 + Math.random() * 4));
       } finally {

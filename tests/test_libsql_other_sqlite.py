@@ -1,7 +1,8 @@
 """libSQL files and other SQLite libraries: across processes they share locks; in one process they must not meet.
 
 * Across processes every SQLite engine shares the file's locks with the ``libsql`` wheel: the
-  ``sqlite3`` shell doing read-modify-write transactions concurrently with workmem loses nothing.
+  ``sqlite3`` shell, and Node's ``@libsql/client`` (the client ``@mastra/libsql`` runs on, from
+  ``interop/``), doing read-modify-write transactions concurrently with workmem lose nothing.
 * In one process, Python's ``sqlite3`` holding the same file is warned about (logger
   ``workmem.adapters.libsql``), and :meth:`LibSQLStorage.query` gives read-only SQL on workmem's
   own SQLite instead, the read-only rule enforced by the database.
@@ -9,13 +10,17 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import shutil
 import sqlite3
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,3 +205,48 @@ def test_sqlite3_shell_and_workmem_read_modify_write_one_record_concurrently(
     stored = json.loads(storage.get_working_memory(scope="resource", resource_id="r") or "{}")
     assert stored.pop("shell") == rounds
     assert stored == {f"wm-{i}": i for i in range(rounds)}
+
+
+@pytest.mark.backend("mastra")
+def test_libsql_client_and_workmem_read_modify_write_one_record_concurrently(
+    storage: LibSQLStorage, path: Path
+) -> None:
+    from mastra_node import require_mastra, run_mastra, step
+
+    require_mastra()
+    rounds = 300
+    storage.set_working_memory("{}", scope="resource", resource_id="r")
+    # Node's @libsql/client: `rounds` write transactions (BEGIN IMMEDIATE), each reading the record's JSON,
+    # adding key node-<i> and incrementing node-count in JavaScript, then writing it back (interop/driver.mjs).
+    node: dict[str, Any] = {}
+
+    def run_node() -> None:
+        try:
+            [outcome] = run_mastra(
+                {"kind": "none"},
+                [step("libsql.appendKeys", url=f"file:{path}", resourceId="r", prefix="node-", count=rounds)],
+            )
+            node["value"] = outcome.value
+        except BaseException as error:  # reported by the assertion below
+            node["error"] = error
+
+    thread = threading.Thread(target=run_node)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while "node-count" not in (storage.get_working_memory(scope="resource", resource_id="r") or ""):
+        assert thread.is_alive() and time.monotonic() < deadline, node  # Node starts slowly: wait for its first write
+        time.sleep(0.001)
+    merges = rounds
+    for i in range(merges):  # workmem's merge: read, merge in Python, write, in one BEGIN IMMEDIATE
+        storage.merge_working_memory({f"wm-{i}": i}, scope="resource", resource_id="r")
+    thread.join(timeout=180)
+    assert "error" not in node, node.get("error")
+    assert node["value"]["count"] == rounds
+    stored = json.loads(storage.get_working_memory(scope="resource", resource_id="r") or "{}")
+    order = [key.split("-")[0] for key in stored if key != "node-count"]
+    assert stored.pop("node-count") == rounds
+    assert {k: v for k, v in stored.items() if k.startswith("node-")} == {f"node-{i}": i for i in range(rounds)}
+    assert {k: v for k, v in stored.items() if k.startswith("wm-")} == {f"wm-{i}": i for i in range(merges)}
+    # the keys are in write order: the two writers really took turns on the record
+    switches = sum(1 for a, b in itertools.pairwise(order) if a != b)
+    assert switches >= 2, f"no interleaving ({merges} workmem merges, {node['value']['retries']} Node retries)"
