@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from backends import backend_url
 from servers import server_url
 from test_reliability_secrets import closed_port, echo_server
 from upstash_fixtures import Bridge, bridge, raw_client, start_bridge, stop_bridge, upstash_prefix, upstash_url
@@ -37,11 +38,12 @@ from workmem import (
     BackendUnavailableError,
     Memory,
     Resource,
+    StorageClosedError,
     Thread,
     WorkmemError,
 )
 
-__all__ = ["bridge", "upstash_prefix", "upstash_url"]  # fixtures
+__all__ = ["backend_url", "bridge", "upstash_prefix", "upstash_url"]  # fixtures
 
 
 def _refused(call: Callable[[], object]) -> BackendRefusedError:
@@ -70,6 +72,50 @@ def test_retryable_errors_are_unavailable_and_busy_only() -> None:
     public = {name for name in workmem.errors.__all__ if name != "RETRYABLE_ERRORS"}
     assert public <= set(workmem.__all__)
     assert {"RETRYABLE_ERRORS", "BackendRefusedError", "BackendBusyError"} <= set(workmem.__all__)
+
+
+def test_a_closed_storage_says_so_and_is_not_worth_retrying(backend_url: str) -> None:
+    storage = workmem.connect(backend_url)
+    storage.update_resource("user-1", working_memory="kept")
+    storage.close()
+    if backend_url.startswith("memory:"):  # nothing to close: it keeps working
+        assert storage.get_resource("user-1") is not None
+        return
+    for call in (
+        lambda: storage.get_resource("user-1"),
+        lambda: storage.update_resource("user-1", working_memory="late"),
+        lambda: storage.list_threads("user-1"),
+    ):
+        with pytest.raises(WorkmemError) as info:
+            call()
+        assert type(info.value) is StorageClosedError, repr(info.value)
+        assert not isinstance(info.value, RETRYABLE_ERRORS)
+    with workmem.connect(backend_url) as reopened:
+        assert reopened.get_working_memory(scope="resource", resource_id="user-1") == "kept"
+
+
+def test_mongodb_errors_are_classified_by_class_code_and_label() -> None:
+    """Unit (no server): pymongo's exceptions as the MongoDB adapter maps them."""
+    from pymongo import errors
+
+    from workmem.adapters.mongodb_client import error_kind
+
+    labelled = errors.OperationFailure("stepped down", code=999, details={"errorLabels": ["RetryableWriteError"]})
+    cases: list[tuple[Exception, type[WorkmemError]]] = [
+        (errors.ServerSelectionTimeoutError("no servers"), BackendUnavailableError),
+        (errors.NetworkTimeout("timed out"), BackendUnavailableError),
+        (errors.NotPrimaryError("not primary"), BackendUnavailableError),
+        (errors.OperationFailure("not writable primary", code=10107), BackendUnavailableError),
+        (errors.OperationFailure("shutdown in progress", code=91), BackendUnavailableError),
+        (labelled, BackendUnavailableError),
+        (errors.OperationFailure("write conflict", code=112), BackendBusyError),
+        (errors.ExecutionTimeout("time limit", code=50), BackendBusyError),
+        (errors.OperationFailure("not authorized", code=13), BackendRefusedError),
+        (errors.OperationFailure("auth failed", code=18), BackendRefusedError),
+        (errors.WriteError("document too large", code=10334), BackendRefusedError),
+    ]
+    for exc, kind in cases:
+        assert error_kind(errors, exc) is kind, (exc, kind)
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_query_bad_sql_and_closed_storage(storage: LibSQLStorage) -> None:
     with pytest.raises(ValidationError, match="SQL text"):
         storage.query(b"SELECT 1")  # type: ignore[arg-type]
     storage.close()
-    with pytest.raises(workmem.BackendUnavailableError, match="closed"):
+    with pytest.raises(workmem.StorageClosedError, match="closed"):
         storage.query("SELECT 1")
 
 

@@ -40,6 +40,7 @@ from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    StorageClosedError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     ValidationError,
@@ -602,5 +603,5 @@ def test_schema_setup_fails_on_other_ddl_errors_and_closes_the_pool(pool: FakePo
 def test_closed_storage_refuses_work(store: OracleStorage) -> None:
     store.close()
     store.close()
-    with pytest.raises(BackendUnavailableError, match="closed"):
+    with pytest.raises(StorageClosedError, match="closed"):
         store.get_thread("t")

@@ -19,6 +19,7 @@ __all__ = [
     "MissingDriverError",
     "MissingTablesError",
     "ReadOnlyMemoryError",
+    "StorageClosedError",
     "ThreadExistsError",
     "ThreadNotFoundError",
     "ThreadOwnershipError",
@@ -138,6 +139,14 @@ class BackendRefusedError(WorkmemError):
     error the server raised for this statement (a type mismatch, its stack
     depth or another limit, a corrupt file). The server's message is kept, and
     the driver's exception is the ``__cause__``.
+    """
+
+
+class StorageClosedError(WorkmemError):
+    """The storage object was closed (``close()``, or the end of its ``with`` block). Not worth retrying.
+
+    Open a new one with ``connect()``. (The in-memory adapter has nothing to
+    close and keeps working.)
     """
 
 

@@ -54,6 +54,7 @@ from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    StorageClosedError,
     ValidationError,
     WorkmemError,
 )
@@ -278,7 +279,7 @@ class _Pool:
     def take(self) -> Any:
         """A connection for this thread alone, until :meth:`give`."""
         if self.closed:
-            raise BackendUnavailableError("the libSQL storage is closed")
+            raise StorageClosedError("the libSQL storage is closed")
         try:
             return self.idle.pop()
         except IndexError:
@@ -292,7 +293,7 @@ class _Pool:
             try:
                 while True:
                     if self.closed:
-                        raise BackendUnavailableError("the libSQL storage is closed")
+                        raise StorageClosedError("the libSQL storage is closed")
                     with suppress(IndexError):  # a take outside the lock may empty it first
                         return self.idle.pop()
                     if self._open < self._size:
@@ -300,7 +301,7 @@ class _Pool:
                         break
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise BackendUnavailableError("no free libSQL connection (pool_size reached)")
+                        raise BackendBusyError("no free libSQL connection (pool_size reached)")
                     self._changed.wait(remaining)
             finally:
                 self._waiting -= 1
@@ -556,7 +557,7 @@ class LibSQLStorage(SqlStorage):
         if self._remote:
             raise ValidationError("query() reads a local database file or :memory:, not a remote libSQL server")
         if self._pool.closed:
-            raise BackendUnavailableError("the libSQL storage is closed")
+            raise StorageClosedError("the libSQL storage is closed")
         self._look_for_foreign_sqlite()
         if self._memory:
             with self._connection() as conn:

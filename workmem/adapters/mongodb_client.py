@@ -18,6 +18,7 @@ from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    StorageClosedError,
     ValidationError,
     WorkmemError,
 )
@@ -152,6 +153,8 @@ def driver_errors(errors: ModuleType, secrets: Secrets, action: str) -> Iterator
     except errors.PyMongoError as exc:
         message = secrets.mask(f"mongodb {action} failed ({secrets.masked_url}): {type(exc).__name__}: {exc}")
         cause = exc if mask_exception(exc, *secrets.passwords) else None
+        if isinstance(exc, errors.InvalidOperation) and "after close" in str(exc):
+            raise StorageClosedError(message) from cause
         if isinstance(exc, errors.ConfigurationError):
             if "DNS" in str(exc):
                 raise BackendUnavailableError(message) from cause

@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workmem.drivers import import_driver
 from workmem.errors import (
-    BackendUnavailableError,
+    StorageClosedError,
     ThreadExistsError,
     ThreadOwnershipError,
     ValidationError,
@@ -228,7 +228,7 @@ class OracleStorage(SqlStorage):
     def _connection(self) -> Iterator[Any]:
         """A pooled session; whatever it did is rolled back unless the caller committed."""
         if self._closed:
-            raise BackendUnavailableError(f"this OracleStorage is closed ({self._config.masked_url})")
+            raise StorageClosedError(f"this OracleStorage is closed ({self._config.masked_url})")
         connection = self._pool.acquire()
         try:
             yield connection

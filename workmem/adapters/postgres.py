@@ -25,7 +25,13 @@ from typing import Any, ClassVar, Self
 from urllib.parse import unquote
 
 from workmem.drivers import import_driver
-from workmem.errors import BackendUnavailableError, ValidationError, WorkingMemoryFormatError, WorkmemError
+from workmem.errors import (
+    BackendUnavailableError,
+    StorageClosedError,
+    ValidationError,
+    WorkingMemoryFormatError,
+    WorkmemError,
+)
 from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import encode_userinfo, mask_url, split_userinfo, url_secrets
 
@@ -180,6 +186,9 @@ class PostgresStorage(SqlStorage):
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
             error.__cause__ = exc
             return error
+        pool = getattr(self, "_pool", None)  # none yet while the tables are set up
+        if pool is not None and pool.closed:
+            return StorageClosedError(f"this PostgresStorage is closed ({self._url})")
         connection_error = isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError)
         return driver_error(
             error_kind(state, str(exc), connection_error=connection_error),

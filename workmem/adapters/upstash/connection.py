@@ -14,7 +14,13 @@ from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from workmem.drivers import import_driver
-from workmem.errors import BackendBusyError, BackendRefusedError, BackendUnavailableError, ValidationError
+from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
+    BackendUnavailableError,
+    StorageClosedError,
+    ValidationError,
+)
 from workmem.urls import mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
 
 from .scripts import Script
@@ -107,6 +113,7 @@ class RestClient:
         self._upstash_error: type[Exception] = errors.UpstashError
         self._token = settings.token
         self._where = settings.rest_url
+        self._closed = False
         self._redis = driver.Redis(
             url=settings.rest_url,
             token=settings.token,
@@ -136,6 +143,8 @@ class RestClient:
         return self._guard(str(command[0]), lambda: self._redis.execute(list(command)))
 
     def _guard(self, what: str, request: Callable[[], Any]) -> Any:
+        if self._closed:
+            raise StorageClosedError(f"this UpstashStorage is closed ({self._where})")
         try:
             return request()
         except self._upstash_error as exc:
@@ -172,4 +181,5 @@ class RestClient:
             self._guard("SCRIPT LOAD", pipeline.exec)
 
     def close(self) -> None:
+        self._closed = True
         self._redis.close()
