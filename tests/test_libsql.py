@@ -308,9 +308,51 @@ def test_thread_counts_follow_writes_by_plain_sql(tmp_path: Path) -> None:
         assert storage.list_threads("r").total == 0
 
 
+def _dump(path: Path) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Every schema object and every table's rows (JSONB as its JSON text) of a libSQL file."""
+    conn = raw(path)
+    try:
+        schema = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+        rows = {}
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
+            columns = [c[1] for c in conn.execute(f'PRAGMA table_info("{table}")').fetchall()]
+            shown = ", ".join(f'typeof("{c}"), CASE WHEN typeof("{c}") = \'blob\' THEN json("{c}") ELSE "{c}" END'
+                              for c in columns)  # fmt: skip
+            rows[table] = sorted(conn.execute(f'SELECT {shown} FROM "{table}"').fetchall(), key=repr)
+        return schema, rows
+    finally:
+        conn.close()
+
+
+@pytest.mark.backend("mastra")
+def test_the_mastra_fixture_is_what_the_real_packages_write(tmp_path: Path) -> None:
+    # tests/fixtures/mastra_libsql.db is made by @mastra/libsql and @mastra/memory themselves (the pinned
+    # packages of interop/) through tests/fixtures/make_mastra_libsql.py: made again, it is the same.
+    from fixtures.make_mastra_libsql import make
+    from mastra_node import require_mastra
+
+    require_mastra()
+    again = tmp_path / "again.db"
+    make(again)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.db"], "the WAL is folded into the file"
+    assert _dump(again) == _dump(FIXTURE)
+    schema, rows = _dump(FIXTURE)
+    assert len(schema) > 20, "Mastra's init creates every domain's tables, not just the memory ones"
+    assert {table for table, found in rows.items() if found} == {"mastra_threads", "mastra_resources"}
+    conn = raw(FIXTURE)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        conn.close()
+
+
 def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
     path = tmp_path / "mastra.db"
     shutil.copyfile(FIXTURE, path)
+    conn = raw(path)  # @mastra/libsql writes JSONB; one row of each table as JSON text, as plain SQL writes it
+    conn.execute("UPDATE mastra_resources SET metadata = json(metadata) WHERE id = 'user-2'")
+    conn.execute("UPDATE mastra_threads SET metadata = json(metadata) WHERE id = 'thread-b'")
+    conn.close()
     with workmem.connect(f"file:{path}") as storage:
         assert storage.get_resource("user-1") == Resource(
             "user-1", "# User Information\n- **Name**: Ada", {"plan": "pro", "tags": ["a", "b"]},
@@ -339,7 +381,7 @@ def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
     rows = dict(conn.execute("SELECT id, typeof(metadata) FROM mastra_threads").fetchall())
     assert rows == {"thread-a": "blob", "thread-b": "blob", "thread-c": "null"}  # rewritten as JSONB, like Mastra
     (metadata,) = conn.execute("SELECT json(metadata) FROM mastra_threads WHERE id = 'thread-a'").fetchone()
-    assert json.loads(metadata) == {"workingMemory": '{"x":1}', "n": 1.5}
+    assert json.loads(metadata) == {"n": 1.5, "workingMemory": '{"x":1}'}
     tables = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
     pristine = shutil.copyfile(FIXTURE, tmp_path / "pristine.db")  # opening a WAL file writes beside it
     fixture_tables = dict(raw(pristine).execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
