@@ -430,6 +430,10 @@ def _public_api_error_paths(tmp_path: Path) -> dict[str, Callable[[], object]]:
         "upstash: bad port": lambda: workmem.connect("upstash+http://h:abc?token=t"),
         "upstash: retries str": lambda: workmem.connect("upstash+http://127.0.0.1:1?token=t", retries="x"),
         "create not a bool": lambda: workmem.connect(file, create="no"),
+        "URL with NUL": lambda: workmem.connect(f"file:{tmp_path}/a\x00.db"),
+        "libsql: unclosed IPv6 bracket": lambda: workmem.connect("libsql://[::1"),
+        "libsql: file name too long": lambda: workmem.connect(f"file:{tmp_path}/{'a' * 5000}.db"),
+        "postgres: host label too long": lambda: workmem.connect(f"postgresql://{'h' * 100}/db", connect_timeout=1),
         # Memory and the storage contract
         "Memory(3)": lambda: Memory(3),  # type: ignore[arg-type]
         "Memory scope": lambda: Memory(storage, scope="x"),  # type: ignore[arg-type]

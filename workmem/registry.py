@@ -147,6 +147,12 @@ def connect(url: str, *, create: bool = True, **options: Any) -> MemoryStorage:
     """
     if not isinstance(url, str) or not url:
         raise UnknownSchemeError("connect() needs a URL such as 'file:agent.db' or 'postgresql://host/db'")
+    if "\x00" in url:
+        raise ValidationError("the URL contains a NUL character")
     if not check_create(create):
         options["create"] = False
-    return resolve(url).from_url(url, **options)
+    adapter = resolve(url)
+    try:
+        return adapter.from_url(url, **options)
+    except UnicodeError as exc:  # a host name IDNA cannot encode (a label over 63 characters, ...)
+        raise ValidationError(f"a host name in {mask_url(url)} cannot be encoded: {exc}") from None

@@ -127,7 +127,10 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
         raise ValidationError(f"not a libSQL URL scheme: {scheme!r}")
     info = split_userinfo(url)
     where, _, query = info.rest.partition("?")
-    parts = urlsplit(info.head + where)
+    try:
+        parts = urlsplit(info.head + where)
+    except ValueError as exc:  # an unclosed IPv6 bracket, ...
+        raise ValidationError(f"not a valid libSQL URL: {mask_url(url)} ({exc})") from None
     # as @libsql/client reads them: authToken (an '&' not followed by a parameter is the token's), tls=0/1
     params = {key: unquote(value) for key, value in query_pairs(query, _URL_PARAMS)}
     token = params.pop("authToken", None)
@@ -156,6 +159,13 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
 
 def _unopenable(database: str, read_only: bool = False) -> str | None:
     """Why the local file ``database`` cannot be a database (SQLite says only "error 14"), if the path tells."""
+    try:
+        return _path_problem(database, read_only)
+    except OSError as exc:  # a name too long, a loop of links, ...
+        return f"{database} cannot be looked at: {exc.strerror or exc}"
+
+
+def _path_problem(database: str, read_only: bool) -> str | None:
     path = Path(database)
     if read_only and not path.exists():
         return f"{database} does not exist (mode=ro opens an existing database file, it creates nothing)"
