@@ -16,7 +16,7 @@ from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import Resource, Thread, Unset, trusted_thread
 from workmem.storage import WORKING_MEMORY_KEY
 from workmem.timestamps import normalize
-from workmem.validation import dump_json, validate_json_object
+from workmem.validation import dump_json, validate_json_object, validate_thread_metadata
 
 __all__ = ["merge_document", "shallow", "updated_resource", "updated_thread", "with_thread_memory"]
 
@@ -57,7 +57,7 @@ def updated_thread(old: Thread, title: str | Unset, metadata: dict[str, Any] | U
         old.id,
         old.resource_id,
         old.title if isinstance(title, Unset) else title,
-        None if merged is None else validate_json_object(merged),
+        None if merged is None else validate_thread_metadata(merged),
         old.created_at,
         normalize(now),
     )

@@ -8,7 +8,13 @@ from enum import Enum
 from typing import Any, Final, Literal
 
 from workmem.timestamps import normalize, utc_now
-from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
+from workmem.validation import (
+    validate_id,
+    validate_json_object,
+    validate_text,
+    validate_thread_metadata,
+    validate_title,
+)
 
 __all__ = [
     "UNSET",
@@ -93,7 +99,8 @@ class Thread:
         validate_id(self.id, "thread id")
         validate_id(self.resource_id, "resource id")
         validate_title(self.title)
-        object.__setattr__(self, "metadata", _metadata(self.metadata))
+        if self.metadata is not None:  # its workingMemory string is working memory, not metadata
+            object.__setattr__(self, "metadata", validate_thread_metadata(self.metadata))
         object.__setattr__(self, "created_at", normalize(self.created_at))
         object.__setattr__(self, "updated_at", normalize(self.updated_at))
 

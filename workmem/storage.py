@@ -22,7 +22,14 @@ from workmem.errors import (
     ValidationError,
 )
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.validation import validate_id, validate_json_object, validate_text, validate_title
+from workmem.validation import (
+    WORKING_MEMORY_KEY,
+    validate_id,
+    validate_json_object,
+    validate_text,
+    validate_thread_metadata,
+    validate_title,
+)
 
 __all__ = [
     "WORKING_MEMORY_KEY",
@@ -41,9 +48,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-WORKING_MEMORY_KEY = "workingMemory"
-"""The key of ``thread.metadata`` that holds thread-scoped working memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +173,7 @@ def check_thread_update(
     if title is not UNSET:
         validate_title(title)
     if metadata is not UNSET and metadata is not None:
-        metadata = validate_json_object(metadata)
+        metadata = validate_thread_metadata(metadata)
     return title, metadata
 
 
@@ -210,8 +214,12 @@ class MemoryStorage(ABC):
         """Change a resource, creating it when missing; atomic.
 
         ``working_memory`` replaces the stored text when given and is kept when
-        omitted. ``metadata`` is merged shallowly (``{**old, **new}``); ``None``
-        leaves it as it is. ``updated_at`` moves to now; ``created_at`` never changes.
+        omitted. ``working_memory=None`` clears it: the resource stays, with no
+        working memory (``Resource.working_memory`` and ``get_working_memory``
+        read ``None``, and a merge starts from ``{}``); on a missing resource it
+        creates one without working memory. ``metadata`` is merged shallowly
+        (``{**old, **new}``); ``None`` leaves it as it is. ``updated_at`` moves to
+        now; ``created_at`` never changes.
         """
 
     # -- threads -------------------------------------------------------------------

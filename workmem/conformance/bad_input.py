@@ -63,9 +63,10 @@ def _cases(rid: str, tid: str, fresh: str) -> list[Call]:
             (f"set_working_memory({name}, thread+owner)", "set_working_memory", (text,), owned),
         ]
     huge = "x" * (4 * 1024 * 1024 + 1)
-    cases.append(
-        ("working memory over 4 MiB", "set_working_memory", (huge,), {"scope": "resource", "resource_id": rid})
-    )
+    cases += [
+        ("working memory over 4 MiB", "set_working_memory", (huge,), res),
+        ("working memory over 4 MiB, thread", "set_working_memory", (huge,), thr),
+    ]
     cases.append(("title over 1024 bytes", "update_thread", (tid,), {"title": "é" * 513}))
     for name, value in BAD_JSON.items():
         for where, meta in (("top", {"k": value}), ("nested", {"k": [1, {"n": value}]})):

@@ -457,13 +457,16 @@ class Memory:
         """Metadata without ``workingMemory``, and that working memory: checked text, ``None``, or ``UNSET``."""
         if metadata is None:
             return {}, UNSET
-        rest = validate_json_object(metadata)
-        if WORKING_MEMORY_KEY not in rest:
+        if not isinstance(metadata, Mapping):
+            validate_json_object(metadata)  # raises, naming what it got
+        # The working memory is checked as working memory (its own limit), the rest as metadata.
+        rest = validate_json_object({key: value for key, value in metadata.items() if key != WORKING_MEMORY_KEY})
+        if WORKING_MEMORY_KEY not in metadata:
             return rest, UNSET
-        value = rest.pop(WORKING_MEMORY_KEY)
+        value = metadata[WORKING_MEMORY_KEY]
         if value is None:
             return rest, None
-        return rest, self._document_text(value, "metadata['workingMemory']")
+        return rest, self._document_text(value, "working memory")
 
 
 _ERASING_UPDATE = (

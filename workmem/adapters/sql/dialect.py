@@ -160,8 +160,12 @@ class Dialect:
         """``(quoted column, SQL)`` pairs that store the timestamp bound as ``:name`` in ``column``."""
         return [(f'"{column}"', f":{name}")]
 
-    def shallow_merge(self, old: str, new: str) -> str:
-        """SQL for ``{**old, **new}`` of two JSON objects (only if :attr:`native_shallow_merge`)."""
+    def shallow_merge(self, old: str, new: str, *, thread: bool = False) -> str:
+        """SQL for ``{**old, **new}`` of two JSON objects (only if :attr:`native_shallow_merge`).
+
+        ``thread``: the objects are thread metadata, whose ``workingMemory`` string is
+        working memory and not counted against the metadata limit.
+        """
         raise NotImplementedError
 
     def page_clause(self, query: ListQuery) -> str:
@@ -328,7 +332,7 @@ class Dialect:
         merged = (
             ""
             if new_metadata is None
-            else f"metadata = {self.shallow_merge('metadata', self.json_param('metadata'))}, "
+            else f"metadata = {self.shallow_merge('metadata', self.json_param('metadata'), thread=True)}, "
         )
         stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "now")))
         sql = (

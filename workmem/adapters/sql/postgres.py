@@ -328,10 +328,19 @@ class PostgresDialect(Dialect):
         """``column`` (jsonb or text) as the jsonb object it holds; SQLSTATE ``WM005`` when it holds none."""
         return f"{self._prefix}.workmem_mastra_metadata_object({column})"
 
-    def shallow_merge(self, old: str, new: str) -> str:
+    def shallow_merge(self, old: str, new: str, *, thread: bool = False) -> str:
         # Both sides cast: a metadata column may be text, and then excluded.metadata is text too.
         stored = f"COALESCE({self.stored_metadata(old)}, CAST('{{}}' AS jsonb))"
-        return f"{self._prefix}.workmem_checked_metadata({stored} || CAST({new} AS jsonb))"
+        check = f"{self._prefix}.workmem_checked_metadata"
+        if not thread:
+            return f"{check}({stored} || CAST({new} AS jsonb))"
+        # A thread's string workingMemory is working memory, not metadata: not counted against the metadata
+        # limit (its own limit is checked before the statement, or by workmem_merge_document).
+        return (
+            "(SELECT CASE WHEN jsonb_typeof(m -> 'workingMemory') = 'string' "
+            f"THEN {check}(m - 'workingMemory') || jsonb_build_object('workingMemory', m -> 'workingMemory') "
+            f"ELSE {check}(m) END FROM (SELECT {stored} || CAST({new} AS jsonb) AS m) AS merged)"
+        )
 
     def ddl(self) -> list[str]:
         names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES, "counts": COUNTS}
@@ -382,7 +391,9 @@ class PostgresDialect(Dialect):
         sql = (
             f"UPDATE {self.threads} SET metadata = "
             + self.shallow_merge(
-                "metadata", f"jsonb_build_object('workingMemory', {merge}({stored}, CAST(:patch AS json)))"
+                "metadata",
+                f"jsonb_build_object('workingMemory', {merge}({stored}, CAST(:patch AS json)))",
+                thread=True,
             )
             + f", {sets} "
             'WHERE id = :id AND (CAST(:owner AS text) IS NULL OR "resourceId" = CAST(:owner AS text)) '
