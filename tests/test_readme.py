@@ -31,3 +31,14 @@ def test_readme_blocks_run_in_sequence_and_twice(tmp_path: Path) -> None:
             )
             assert done.returncode == 0, f"run {run + 1}, block {index + 1} failed:\n{done.stderr}"
     assert (tmp_path / "agent.db").exists()
+
+
+def test_the_mastra_versions_the_readme_names_are_those_of_the_lock() -> None:
+    import json
+
+    lock = json.loads((README.parent / "interop" / "package-lock.json").read_text(encoding="utf-8"))["packages"]
+    pinned = json.loads((README.parent / "interop" / "package.json").read_text(encoding="utf-8"))["dependencies"]
+    section = README.read_text(encoding="utf-8").split("### Mastra interop (the published packages)", 1)[1]
+    named = dict(re.findall(r"^\| `([^`]+)`[^|]* \| ([\d.]+) \|$", section.split("\n### ", 1)[0], re.MULTILINE))
+    assert named == {name: lock[f"node_modules/{name}"]["version"] for name in pinned}
+    assert all(pinned[name] == version for name, version in named.items()), "package.json pins exact versions"
