@@ -32,7 +32,8 @@ def main() -> None:
         with workmem.connect(url) as storage:
             shared = Memory(storage, scope="resource", template=USER_TEMPLATE)
             per_thread = Memory(storage, scope="thread", template=TOPIC_TEMPLATE)
-            start_over(shared, "user-sam", "user-kim", sub_agent_resource_id("user-sam", "researcher"))
+            researcher = sub_agent_resource_id("user-sam", "researcher", isolated=True)
+            start_over(shared, "user-sam", "user-kim", researcher)
 
             shared.create_thread("monday", resource_id="user-sam")
             shared.create_thread("tuesday", resource_id="user-sam")
@@ -67,8 +68,8 @@ def main() -> None:
             except ThreadOwnershipError as exc:
                 print(f"ownership: {exc}")
 
-            # A sub-agent gets its own resource id, stable across delegations.
-            researcher = sub_agent_resource_id("user-sam", "researcher")
+            # A sub-agent gets its own resource id, stable across delegations; isolated=True puts it where no
+            # user id can reach it (Mastra's form, "user-sam-researcher", is also the id of a user of that name).
             for delegation in ("first", "second"):
                 task = shared.create_thread(resource_id=researcher, title=f"{delegation} delegation")
                 before = shared.get_working_memory(thread_id=task.id)

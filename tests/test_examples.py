@@ -108,8 +108,8 @@ def _check_scopes(lines: list[str]) -> None:
         "thread metadata keeps a copy: False",
         r"initial (thread scope) in thread metadata: '# Conversation\n- **Topic**: jazz\n'",
         "ownership: thread 'monday' is not owned by resource 'user-kim'",
-        "sub-agent user-sam-researcher, first delegation found: None",
-        "sub-agent user-sam-researcher, second delegation found: "
+        "sub-agent workmem-sub-agent:researcher:user-sam, first delegation found: None",
+        "sub-agent workmem-sub-agent:researcher:user-sam, second delegation found: "
         r"'# User\n- **Name**: Sam\n- **Diet**: (first look-up)\n'",
         r"parent memory unchanged: '# User\n- **Name**: Sam\n- **Diet**: vegetarian\n'",
     ]

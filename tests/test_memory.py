@@ -802,15 +802,16 @@ def test_sub_agent_resource_ids() -> None:
             sub_agent_resource_id(parent, name)  # type: ignore[arg-type]
 
 
-def test_sub_agent_memory_persists_and_stays_separate(storage: MemoryStorage) -> None:
+@pytest.mark.parametrize("isolated", [False, True])
+def test_sub_agent_memory_persists_and_stays_separate(storage: MemoryStorage, isolated: bool) -> None:
     memory = Memory(storage)
     parent = _rid()
     memory.update_working_memory("# parent", resource_id=parent)
-    researcher = sub_agent_resource_id(parent, "researcher")
-    writer = sub_agent_resource_id(parent, "writer")
+    researcher = sub_agent_resource_id(parent, "researcher", isolated=isolated)
+    writer = sub_agent_resource_id(parent, "writer", isolated=isolated)
     first = memory.create_thread(resource_id=researcher)
     memory.call_tool({"memory": "# researcher notes"}, thread_id=first.id)
-    second = memory.create_thread(resource_id=sub_agent_resource_id(parent, "researcher"))
+    second = memory.create_thread(resource_id=sub_agent_resource_id(parent, "researcher", isolated=isolated))
     assert memory.get_working_memory(thread_id=second.id) == "# researcher notes"
     assert memory.get_working_memory(resource_id=writer) is None
     assert memory.get_working_memory(resource_id=parent) == "# parent"

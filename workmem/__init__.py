@@ -28,7 +28,14 @@ from workmem.errors import (
     WorkingMemoryFormatError,
     WorkmemError,
 )
-from workmem.memory import DEFAULT_TEMPLATE, TOOL_NAME, Memory, WorkingMemorySchema, sub_agent_resource_id
+from workmem.memory import (
+    DEFAULT_TEMPLATE,
+    TOOL_NAME,
+    Memory,
+    SubAgentResourceId,
+    WorkingMemorySchema,
+    sub_agent_resource_id,
+)
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import UNSET, Resource, Scope, Thread, ThreadPage
 from workmem.registry import connect, known_schemes, register
@@ -51,6 +58,7 @@ __all__ = [
     "Resource",
     "Scope",
     "StorageClosedError",
+    "SubAgentResourceId",
     "Thread",
     "ThreadExistsError",
     "ThreadNotFoundError",

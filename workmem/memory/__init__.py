@@ -8,7 +8,7 @@ message that shows the memory to the model.
 
 from __future__ import annotations
 
-from workmem.memory.agents import sub_agent_resource_id
+from workmem.memory.agents import SUB_AGENT_PREFIX, SubAgentResourceId, sub_agent_resource_id
 from workmem.memory.memory import Memory, ToolResult
 from workmem.memory.prompt import DATA_TAG, MEMORY_MESSAGE_NAME, escape_data, is_memory_message
 from workmem.memory.schema import WorkingMemorySchema
@@ -19,8 +19,10 @@ __all__ = [
     "DATA_TAG",
     "DEFAULT_TEMPLATE",
     "MEMORY_MESSAGE_NAME",
+    "SUB_AGENT_PREFIX",
     "TOOL_NAME",
     "Memory",
+    "SubAgentResourceId",
     "ToolResult",
     "WorkingMemorySchema",
     "escape_data",

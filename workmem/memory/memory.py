@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError
+from workmem.memory.agents import check_resource_id
 from workmem.memory.prompt import insert_memory_message, render_system_message, unescape_data
 from workmem.memory.schema import SchemaInput, WorkingMemorySchema
 from workmem.memory.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
@@ -73,6 +74,11 @@ class Memory:
     ``read_only=True`` makes every write raise :class:`ReadOnlyMemoryError`
     (working memory and threads alike), offers no tool and renders the memory as
     context only.
+
+    Resource ids starting with ``"workmem-sub-agent:"`` are reserved for isolated
+    sub-agents: every method refuses them as plain strings (``ValidationError``)
+    and takes them only as a :class:`~workmem.memory.agents.SubAgentResourceId`
+    (see :func:`~workmem.memory.agents.sub_agent_resource_id`).
     """
 
     def __init__(
@@ -155,6 +161,7 @@ class Memory:
         initial = None if given is UNSET else given  # null on a new thread: nothing to set
         if self.scope == "thread" and initial is not None:
             rest[WORKING_MEMORY_KEY] = initial
+        resource_id = check_resource_id(resource_id)
         thread = Thread(thread_id, resource_id, title, rest if metadata is not None else None)
         stored = self.storage.create_thread(thread)  # insert-only, atomic in the database
         if self.scope == "resource" and initial is not None:
@@ -165,7 +172,7 @@ class Memory:
         """The thread or ``None``; a ``resource_id`` that does not own it raises :class:`ThreadOwnershipError`."""
         thread = self.storage.get_thread(thread_id)
         if thread is not None:
-            check_owner(thread, None if resource_id is None else validate_id(resource_id, "resource id"))
+            check_owner(thread, None if resource_id is None else check_resource_id(resource_id))
         return thread
 
     def update_thread(
@@ -215,7 +222,7 @@ class Memory:
     ) -> ThreadPage:
         """One page of the resource's threads (as :meth:`MemoryStorage.list_threads`)."""
         return self.storage.list_threads(
-            resource_id, page=page, per_page=per_page, order_by=order_by, direction=direction
+            check_resource_id(resource_id), page=page, per_page=per_page, order_by=order_by, direction=direction
         )
 
     # -- working memory ------------------------------------------------------------
@@ -396,7 +403,7 @@ class Memory:
         if thread_id is not None:
             validate_id(thread_id, "thread id")
         if resource_id is not None:
-            validate_id(resource_id, "resource id")
+            resource_id = check_resource_id(resource_id)
         if self.scope == "thread":
             if thread_id is None:
                 raise ValidationError("scope 'thread' needs a thread_id")
