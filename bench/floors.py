@@ -4,8 +4,8 @@ Each floor talks to the same server and namespace as the adapter, in the same
 run, with the same connection settings, so ``adapter / floor`` is the price of
 workmem itself (validation, statement building, row mapping, pooling):
 
-* PostgreSQL -- psycopg 3 through a ``psycopg_pool`` pool like the adapter's
-  (autocommit, same sizes), prepared statements: a primary-key ``SELECT`` of
+* PostgreSQL -- psycopg 3 through a ``psycopg_pool`` pool (autocommit, the
+  adapter's sizes), prepared statements: a primary-key ``SELECT`` of
   a thread / resource, one ``UPDATE`` of a thread's title, and the page query
   of 20 threads (without the total count the adapter adds);
 * libSQL -- a raw ``libsql`` connection (``isolation_level=None``, like the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import secrets
 import socket
 import threading
@@ -27,6 +28,7 @@ from upstash_fixtures import Bridge, delete_prefix
 import workmem
 from workmem.bridge import BridgeServer, spawn_bridge
 from workmem.bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command
+from workmem.errors import BackendUnavailableError
 from workmem.records import Thread
 
 
@@ -245,3 +247,90 @@ def test_bridge_pool_never_resends_a_request_redis_received() -> None:
             pool.close()
         thread.join(timeout=5)
     assert received == [encode_command([b"PING"]), encode_command([b"INCR", b"k"])]
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+
+PASSWORD = f"S3cr3t-{secrets.token_hex(6)}"  # the test server trusts 127.0.0.1, so any password is accepted
+
+
+@contextlib.contextmanager
+def postgres_behind_proxy(
+    query: dict[str, str] | None = None, **options: object
+) -> Iterator[tuple[workmem.MemoryStorage, TcpProxy]]:
+    """A storage whose connections all go through a proxy to the real PostgreSQL (a fresh schema)."""
+    from test_postgres import fresh_schema_url
+
+    with fresh_schema_url(**(query or {})) as direct, TcpProxy(_target("postgres", 5432)) as proxy:
+        parts = urlsplit(direct)
+        user = parts.username or "postgres"
+        url = f"postgresql://{user}:{PASSWORD}@127.0.0.1:{proxy.port}{parts.path}?{parts.query}"
+        with workmem.connect(url, **options) as storage:
+            yield storage, proxy
+
+
+def _fails_fast(call: object, within: float) -> BackendUnavailableError:
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError) as caught:
+        call()  # type: ignore[operator]
+    took = time.monotonic() - started
+    assert took < within, f"the call took {took:.1f} s to fail"
+    assert PASSWORD not in str(caught.value) and PASSWORD not in repr(caught.value.__cause__)
+    return caught.value
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_down_fails_at_once_with_the_reason_and_recovers_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with postgres_behind_proxy(connect_timeout=3, max_size=4) as (storage, proxy):
+        storage.save_thread(Thread("t", "owner-a", "before"))
+        proxy.refuse()  # the server goes away: live connections die, new ones are refused
+        for call in (
+            lambda: storage.get_thread("t"),
+            lambda: storage.save_thread(Thread("t2", "owner-a", "x")),
+            lambda: storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r"),  # a transaction
+            lambda: storage.list_threads("owner-a"),
+        ):
+            error = _fails_fast(call, within=3 + 2)
+            assert "Connection refused" in str(error), str(error)
+        proxy.resume()
+        started = time.monotonic()
+        assert storage.get_thread("t").title == "before"  # type: ignore[union-attr]
+        assert time.monotonic() - started < 1.0
+        storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r")
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert all(r.name.startswith("workmem.") for r in warnings), [(r.name, r.getMessage()) for r in warnings]
+    unreachable = [r.getMessage() for r in warnings if "unreachable" in r.getMessage()]
+    assert len(unreachable) == 1 and "Connection refused" in unreachable[0], unreachable  # once per outage
+    assert any("reachable again" in r.getMessage() for r in caplog.records)
+    assert not any(PASSWORD in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.backend("postgres")
+@pytest.mark.parametrize("where", ["option", "url"])
+def test_postgres_hanging_server_fails_within_connect_timeout(where: str) -> None:
+    """A server that accepts but never answers: the call fails after ``connect_timeout``, saying so."""
+    query, options = ({"connect_timeout": "2"}, {}) if where == "url" else ({}, {"connect_timeout": 2})
+    with postgres_behind_proxy(query, **options) as (storage, proxy):
+        proxy.kill_all()
+        proxy.blackhole()
+        error = _fails_fast(lambda: storage.get_thread("t"), within=2 + 2)
+        assert "timeout" in str(error).lower(), str(error)
+        proxy.resume()
+        started = time.monotonic()
+        assert storage.get_thread("t") is None
+        assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.backend("postgres")
+@pytest.mark.parametrize("reset", [False, True], ids=["fin", "rst"])
+def test_postgres_every_idle_connection_dropped_no_call_fails(reset: bool) -> None:
+    """Connections the server closed while idle are replaced before use: reads and writes all succeed."""
+    with postgres_behind_proxy(min_size=4, max_size=4) as (storage, proxy):
+        storage.save_thread(Thread("t", "owner-a", "before"))
+        assert proxy.wait_live(4) == 4
+        assert proxy.kill_all(reset=reset) == 4
+        time.sleep(0.05)
+        for n in range(8):
+            storage.update_thread("t", metadata={"n": n})  # a write first: writes are never retried
+            assert storage.get_thread("t").metadata == {"n": n}  # type: ignore[union-attr]

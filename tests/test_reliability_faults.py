@@ -251,15 +251,29 @@ def test_postgres_server_restart() -> None:
         subprocess.run(
             ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"], check=True, timeout=120
         )
-        for _ in range(60):
-            if port_open("127.0.0.1", 5432):
-                break
-            time.sleep(0.5)
-        # The pool's connections all died with the server; the next calls replace them.
+        wait_until_postgres_accepts()
+        # The pool's connections all died with the server; the next calls replace them, at once.
+        started = time.monotonic()
         check_document(doc_of(storage, "resource"), [Ledger("0", ok=[0])])
         assert storage.get_thread("t").resource_id == "owner-a"  # type: ignore[union-attr]
+        assert time.monotonic() - started < 1.0, "the first call after the server is back waited"
         storage.merge_working_memory(patch_of("0", 1), scope="resource", resource_id="r")
         check_document(doc_of(storage, "resource"), [Ledger("0", ok=[0, 1])])
+
+
+def wait_until_postgres_accepts(seconds: float = 60) -> None:
+    """Wait until the server accepts a session (an open port is not enough: it may still be starting up)."""
+    import psycopg
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            psycopg.connect(server_url("postgres"), connect_timeout=2).close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 # -- Upstash: the REST bridge killed, Redis killed and restarted -------------------------
@@ -485,9 +499,14 @@ def test_upstash_redis_killed_and_restarted_keeps_everything() -> None:
 @NEEDS_RESTART
 def test_upstash_shared_redis_restart_recovers() -> None:
     """The shared Redis keeps nothing on disk: a restart wipes it, so only recovery is checked, not persistence."""
+    from backends import shared_bridge
+
     redis_url = server_url("redis")
+    session = shared_bridge()  # the bridge every other Upstash test of this run uses: it must survive too
+    session_client: Any = raw_client(session, rest_retries=0)
     with upstash_fault(redis_url) as fault, workmem.connect(fault.url) as storage:
         storage.save_thread(Thread("t", "owner-a", "before"))
+        run_threads([lambda: session_client.ping() for _ in range(16)])  # idle pooled connections to Redis
         subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], check=False, timeout=30)
         with pytest.raises(BackendUnavailableError) as down:
             storage.get_thread("t")
@@ -504,6 +523,9 @@ def test_upstash_shared_redis_restart_recovers() -> None:
         storage.save_thread(Thread("t2", "owner-a", "after"))  # the scripts are reloaded (NOSCRIPT -> EVAL)
         assert storage.get_thread("t2").title == "after"  # type: ignore[union-attr]
         assert storage.list_threads("owner-a").total == 1
+        # No request fails on a pooled connection that died with the old server.
+        assert [session_client.ping() for _ in range(40)] == ["PONG"] * 40
+    session_client.close()
 
 
 # -- libSQL: a writer process killed mid-transaction -------------------------------------

@@ -3,12 +3,19 @@
 ``schema`` (default ``public``) names the schema holding Mastra's tables; it is
 created when missing; system schemas (``information_schema``, ``pg_*``) are
 refused. Other query parameters go to libpq (``sslmode``, ...).
-Options: ``min_size`` (pooled connections kept open, default 1), ``max_size``
-(default 10), ``timeout`` (seconds to wait for a pooled connection, default
-30), ``connect_timeout`` (seconds, default 10), ``schema``, ``create`` (default
-``True``; ``False`` creates nothing, for a SELECT-only role: the tables must exist).
+Options: ``min_size`` (connections opened by ``connect()``, default 1),
+``max_size`` (connections open at most, default 10), ``timeout`` (seconds to
+wait when all ``max_size`` are in use, default 30), ``connect_timeout``
+(seconds for opening one connection, default 10, or the URL's own
+``connect_timeout``; libpq counts at least 2), ``schema``, ``create``
+(default ``True``; ``False`` creates nothing, for a SELECT-only role: the
+tables must exist).
 
-Driver: psycopg 3 with ``psycopg_pool`` (``pip install 'workmem[postgres]'``).
+Driver: psycopg 3 (``pip install 'workmem[postgres]'``), with workmem's own
+pool (:mod:`workmem.adapters.postgres_pool`): a connection is opened in the
+calling thread when none is idle, so while the server is down a call fails
+within ``connect_timeout`` with the driver's reason (``Connection refused``,
+``timeout expired``), and the first call after it is back connects at once.
 Every operation is one statement on an autocommit connection, so it is atomic
 and one round trip. A connection the server closed (restart,
 ``pg_terminate_backend``) is noticed before use, without a round trip, and
@@ -18,7 +25,6 @@ write never is.
 
 from __future__ import annotations
 
-import select
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar, Self
@@ -33,8 +39,9 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.storage import Capabilities, check_create, missing_tables
-from workmem.urls import encode_userinfo, mask_url, split_userinfo, url_secrets
+from workmem.urls import encode_userinfo, mask_secrets, mask_url, split_userinfo, url_secrets
 
+from .postgres_pool import ConnectionPool, log
 from .sql import Result, SqlStorage, Statement
 from .sql.postgres import (
     EXACT_CHECK_ERROR,
@@ -84,21 +91,20 @@ def _check_sizes(min_size: Any, max_size: Any, timeout: Any, connect_timeout: An
         raise ValidationError(f"max_size must be an int >= 1 and >= min_size ({min_size}), not {max_size!r}")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ValidationError(f"timeout must be a number of seconds > 0, not {timeout!r}")
-    if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout >= 0:
+    if connect_timeout is not None and (
+        isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout >= 0
+    ):
         raise ValidationError(
             f"connect_timeout must be a number of seconds >= 0 (0: no limit), not {connect_timeout!r}"
         )
 
 
-def _closed_by_server(conn: Any) -> bool:
-    """An idle connection with something to read was closed by the server (it sends FATAL, then EOF)."""
-    if conn.closed or conn.broken:
-        return True
+def _has_parameter(psycopg: Any, conninfo: str, name: str) -> bool:
+    """Whether ``conninfo`` sets ``name`` (an unreadable conninfo: no; connecting will say what is wrong)."""
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable)
+        return name in psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return False
 
 
 def _configure(conn: Any) -> None:
@@ -139,29 +145,37 @@ class PostgresStorage(SqlStorage):
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 30.0,
-        connect_timeout: int = 10,
+        connect_timeout: int | None = None,
         create: bool = True,
         url: str | None = None,
     ) -> None:
         _check_sizes(min_size, max_size, timeout, connect_timeout)
         super().__init__(PostgresDialect(schema))
         self._psycopg = import_driver("psycopg", "postgres")
-        pool_module = import_driver("psycopg_pool", "postgres")
         self._secrets = url_secrets(conninfo) + url_secrets(url or conninfo)
         self._url = mask_url(url if url is not None else conninfo)
-        self._max_size = max_size
-        kwargs = {"autocommit": True, "connect_timeout": connect_timeout}
-        self._setup(conninfo, kwargs, check_create(create))
-        self._pool = pool_module.ConnectionPool(
-            conninfo,
-            kwargs=kwargs,
-            min_size=min_size,
+        self._conninfo = conninfo
+        self._connect_options: dict[str, Any] = {"autocommit": True}
+        if connect_timeout is not None or not _has_parameter(self._psycopg, conninfo, "connect_timeout"):
+            self._connect_options["connect_timeout"] = 10 if connect_timeout is None else connect_timeout
+        self._pool = ConnectionPool(
+            self._open_connection,
             max_size=max_size,
             timeout=timeout,
-            open=True,
-            name="workmem",
-            configure=_configure,
+            where=self._url,
+            describe=lambda exc: mask_secrets(str(exc), *self._secrets),
         )
+        create = check_create(create)
+        conns = [self._take()]  # the first connection runs the setup, then joins the pool
+        try:
+            self._setup(conns[0], create)
+            conns += [self._take() for _ in range(min_size - 1)]
+        except BaseException:
+            self._pool.close()
+            raise
+        finally:
+            for conn in conns:
+                self._pool.give(conn)  # closed if the pool was
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -198,65 +212,95 @@ class PostgresStorage(SqlStorage):
         )
 
     def _retryable(self, exc: BaseException) -> bool:
-        """Whether ``exc`` means the connection was lost (not a pool timeout, not a query error)."""
+        """Whether ``exc`` means the connection was lost (not a query error)."""
         state = getattr(exc, "sqlstate", None)
         lost = state is None or state.startswith("08") or state in _RETRYABLE_STATES
-        return lost and isinstance(exc, self._psycopg.OperationalError) and "pool" not in type(exc).__module__
+        return lost and isinstance(exc, self._psycopg.OperationalError)
 
     # -- connections -----------------------------------------------------------------
 
-    @contextmanager
-    def _connection(self) -> Iterator[Any]:
-        for _ in range(self._max_size + 1):
-            with self._pool.connection() as conn:
-                if _closed_by_server(conn):
-                    conn.close()  # the pool replaces a closed connection
-                    continue
-                yield conn
-                return
-        raise BackendUnavailableError(f"no live connection to {self._url}")
+    def _open_connection(self) -> Any:
+        """One new connection, set up; the driver's error when the server cannot be reached."""
+        conn = self._psycopg.connect(self._conninfo, **self._connect_options)
+        try:
+            _configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _take(self) -> Any:
+        """A live pooled connection; a connection that cannot be opened raises the mapped driver error."""
+        try:
+            return self._pool.take()
+        except self._psycopg.Error as exc:
+            error = self._error(exc)
+            raise error from error.__cause__
 
     def _execute(self, statement: Statement, *, read: bool = False) -> Result:
         for attempt in (1, 2):
+            conn = self._take()  # failing to connect is not retried: the reason comes back at once
             try:
-                with self._connection() as conn:
-                    return _run(conn, self.dialect, statement)
+                return _run(conn, self.dialect, statement)
             except self._psycopg.Error as exc:
                 if read and attempt == 1 and self._retryable(exc):
                     continue  # a read is safe to repeat on a fresh connection
                 error = self._error(exc)
                 raise error from error.__cause__
+            finally:
+                self._pool.give(conn)  # kept only when still open and idle
         raise AssertionError("unreachable")
 
     @contextmanager
     def _transaction(self) -> Iterator[_Session]:
+        conn = self._take()
         try:
-            with self._connection() as conn, conn.transaction():
+            conn.execute("BEGIN")
+            try:
                 yield _Session(self.dialect, conn)
+            except BaseException:
+                self._rollback(conn)
+                raise
+            conn.execute("COMMIT")
         except self._psycopg.Error as exc:
             error = self._error(exc)
             raise error from error.__cause__
+        finally:
+            self._pool.give(conn)  # a connection left in a transaction (a failed rollback) is closed
 
-    def _setup(self, conninfo: str, kwargs: dict[str, Any], create: bool) -> None:
+    def _rollback(self, conn: Any) -> None:
+        """Roll back, unless the connection is gone (the server then rolled back itself); never raises."""
+        if conn.closed or conn.broken:
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except self._psycopg.Error:
+            log.debug("error ignored rolling back on %s", self._url, exc_info=True)
+
+    def _setup(self, conn: Any, create: bool) -> None:
         """Create what is missing; with ``create=False`` only check (one read) that the tables are there."""
         names = self.dialect.required_tables()
         try:
-            with self._psycopg.connect(conninfo, **kwargs) as conn:
-                if not create:
-                    missing = [
-                        row[0]
-                        for row in conn.execute(
-                            "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
-                            "WHERE to_regclass(format('%%I.%%I', CAST(%s AS text), name)) IS NULL ORDER BY n",
-                            (names, self.dialect.schema or "public"),
-                        ).fetchall()
-                    ]
-                    if missing:
-                        raise missing_tables(f"{self._url} (schema {self.dialect.schema or 'public'})", missing)
-                    return
-                with conn.transaction():
-                    for sql in self.dialect.ddl():
-                        conn.execute(sql)
+            if not create:
+                missing = [
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
+                        "WHERE to_regclass(format('%%I.%%I', CAST(%s AS text), name)) IS NULL ORDER BY n",
+                        (names, self.dialect.schema or "public"),
+                    ).fetchall()
+                ]
+                if missing:
+                    raise missing_tables(f"{self._url} (schema {self.dialect.schema or 'public'})", missing)
+                return
+            conn.execute("BEGIN")
+            try:
+                for sql in self.dialect.ddl():
+                    conn.execute(sql)
+            except BaseException:
+                self._rollback(conn)
+                raise
+            conn.execute("COMMIT")
         except self._psycopg.Error as exc:
             error = self._error(exc)
             raise error from error.__cause__
