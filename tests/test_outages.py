@@ -334,3 +334,33 @@ def test_postgres_every_idle_connection_dropped_no_call_fails(reset: bool) -> No
         for n in range(8):
             storage.update_thread("t", metadata={"n": n})  # a write first: writes are never retried
             assert storage.get_thread("t").metadata == {"n": n}  # type: ignore[union-attr]
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_pool_exhausted_is_busy_and_closed_storage_is_closed() -> None:
+    """All ``max_size`` connections lent out past ``timeout``: BackendBusyError; after close(): StorageClosedError."""
+    from workmem.errors import BackendBusyError, StorageClosedError
+
+    with postgres_behind_proxy(max_size=1, timeout=0.3) as (storage, _):
+        release = threading.Event()
+        holding = threading.Event()
+
+        def hold() -> None:  # keeps the only connection inside a transaction until released
+            with storage._transaction():  # type: ignore[attr-defined]
+                holding.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(10)
+        try:
+            started = time.monotonic()
+            with pytest.raises(BackendBusyError, match="max_size"):
+                storage.get_thread("t")
+            assert 0.25 < time.monotonic() - started < 2.3
+        finally:
+            release.set()
+            holder.join(10)
+        assert storage.get_thread("t") is None  # the connection came back
+    with pytest.raises(StorageClosedError):
+        storage.get_thread("t")

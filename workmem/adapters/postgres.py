@@ -32,7 +32,6 @@ from urllib.parse import unquote
 
 from workmem.drivers import import_driver
 from workmem.errors import (
-    BackendUnavailableError,
     StorageClosedError,
     ValidationError,
     WorkingMemoryFormatError,
