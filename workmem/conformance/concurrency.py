@@ -1,4 +1,4 @@
-"""Races inside one process: owner creation and concurrent merges, each worker on its own connection."""
+"""Races inside one process: owner creation, merges and metadata updates, each worker on its own connection."""
 
 from __future__ import annotations
 
@@ -112,3 +112,51 @@ def no_lost_updates_resource(ctx: CheckContext) -> None:
 @check("no_lost_updates_thread", f"{MERGE_WORKERS} connections merging distinct keys into one thread lose none")
 def no_lost_updates_thread(ctx: CheckContext) -> None:
     _no_lost_updates(ctx, "thread")
+
+
+# -- concurrent metadata updates ------------------------------------------------------------
+
+UPDATES_PER_WORKER = 1
+
+
+@check(
+    "concurrent_metadata_updates",
+    f"{MERGE_WORKERS} connections updating distinct metadata keys of one thread and one resource, while merging"
+    " working memory into both, lose none",
+)
+def concurrent_metadata_updates(ctx: CheckContext) -> None:
+    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
+    for _ in range(ctx.profile.race_rounds):
+        p = ctx.prefix()
+        rid, tid, fresh = p + "r", p + "t", p + "new"
+        ctx.storage.update_resource(rid, metadata={"base": True})
+        ctx.storage.save_thread(Thread(tid, rid, "t", {"base": True}))
+
+        def work(i: int, storage: MemoryStorage, rid: str = rid, tid: str = tid, fresh: str = fresh) -> None:
+            for j in range(UPDATES_PER_WORKER):
+                key = f"w{i}k{j}"
+                if i % 2:  # half the workers merge working memory: the same records, other fields
+                    storage.merge_working_memory({key: j}, scope="thread", thread_id=tid)
+                    storage.merge_working_memory({key: j}, scope="resource", resource_id=rid)
+                else:
+                    storage.update_thread(tid, metadata={key: j})
+                    storage.update_resource(rid, metadata={key: j})
+                storage.update_resource(fresh, metadata={key: j})  # racing creates, too
+
+        errors = [r for r in race(conns, work) if r is not None]
+        assert not errors, f"a concurrent metadata update raised {errors[0]!r}"
+        updated = {f"w{i}k{j}" for i in range(0, MERGE_WORKERS, 2) for j in range(UPDATES_PER_WORKER)}
+        merged = {f"w{i}k{j}" for i in range(1, MERGE_WORKERS, 2) for j in range(UPDATES_PER_WORKER)}
+        thread, resource = ctx.storage.get_thread(tid), ctx.storage.get_resource(rid)
+        created = ctx.storage.get_resource(fresh)
+        assert thread is not None and resource is not None and created is not None, "a record is missing"
+        outcomes = [
+            ("thread metadata", updated | {"base"}, set(thread.metadata or {})),
+            ("resource metadata", updated | {"base"}, set(resource.metadata or {})),
+            ("new resource metadata", updated | merged, set(created.metadata or {})),
+            ("thread working memory", merged, set(json.loads((thread.metadata or {}).get("workingMemory") or "{}"))),
+            ("resource working memory", merged, set(json.loads(resource.working_memory or "{}"))),
+        ]
+        for what, want, got in outcomes:
+            lost = sorted(want - got)
+            assert not lost, f"{len(lost)} of {len(want)} concurrent writes to the {what} were lost: {lost[:8]}"

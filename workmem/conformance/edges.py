@@ -2,9 +2,9 @@
 
 Look-alike ids in listings, lists longer than the default page, the order after
 updates, shallow metadata merges, normalization-sensitive text inside merged
-JSON, the exact validation limits, calls mixing valid and invalid arguments,
-and concurrent metadata updates. Each is a fixed scenario: cheap, and a
-failure names the call and the values.
+JSON, the exact validation limits, and calls mixing valid and invalid
+arguments. Each is a fixed scenario: cheap, and a failure names the call and
+the values. (Concurrent metadata updates are in :mod:`.concurrency`.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from workmem.timestamps import utc_now
 from workmem.validation import MAX_DEPTH, MAX_ID_BYTES, MAX_TEXT_BYTES, MAX_TITLE_BYTES
 
 from .checks import CheckContext, check
-from .concurrency import MERGE_WORKERS, race
 from .expect import json_equal
 
 __all__ = ["DEFAULT_PER_PAGE", "LOOKALIKE_IDS", "UNICODE_TWINS", "nested"]
@@ -580,51 +579,3 @@ def no_partial_write(ctx: CheckContext) -> None:
             storage.save_thread(Thread(tid, rid, "title", {"m": 2, "workingMemory": "tw"}))
             before = _state(reader, rid, tid, fresh)
     assert not problems, f"{len(problems)} calls with one bad argument did not fail cleanly:\n" + "\n".join(problems)
-
-
-# -- concurrent metadata updates ------------------------------------------------------------
-
-UPDATES_PER_WORKER = 1
-
-
-@check(
-    "concurrent_metadata_updates",
-    f"{MERGE_WORKERS} connections updating distinct metadata keys of one thread and one resource, while merging"
-    " working memory into both, lose none",
-)
-def concurrent_metadata_updates(ctx: CheckContext) -> None:
-    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
-    for _ in range(ctx.profile.race_rounds):
-        p = ctx.prefix()
-        rid, tid, fresh = p + "r", p + "t", p + "new"
-        ctx.storage.update_resource(rid, metadata={"base": True})
-        ctx.storage.save_thread(Thread(tid, rid, "t", {"base": True}))
-
-        def work(i: int, storage: MemoryStorage, rid: str = rid, tid: str = tid, fresh: str = fresh) -> None:
-            for j in range(UPDATES_PER_WORKER):
-                key = f"w{i}k{j}"
-                if i % 2:  # half the workers merge working memory: the same records, other fields
-                    storage.merge_working_memory({key: j}, scope="thread", thread_id=tid)
-                    storage.merge_working_memory({key: j}, scope="resource", resource_id=rid)
-                else:
-                    storage.update_thread(tid, metadata={key: j})
-                    storage.update_resource(rid, metadata={key: j})
-                storage.update_resource(fresh, metadata={key: j})  # racing creates, too
-
-        errors = [r for r in race(conns, work) if r is not None]
-        assert not errors, f"a concurrent metadata update raised {errors[0]!r}"
-        updated = {f"w{i}k{j}" for i in range(0, MERGE_WORKERS, 2) for j in range(UPDATES_PER_WORKER)}
-        merged = {f"w{i}k{j}" for i in range(1, MERGE_WORKERS, 2) for j in range(UPDATES_PER_WORKER)}
-        thread, resource = ctx.storage.get_thread(tid), ctx.storage.get_resource(rid)
-        created = ctx.storage.get_resource(fresh)
-        assert thread is not None and resource is not None and created is not None, "a record is missing"
-        outcomes = [
-            ("thread metadata", updated | {"base"}, set(thread.metadata or {})),
-            ("resource metadata", updated | {"base"}, set(resource.metadata or {})),
-            ("new resource metadata", updated | merged, set(created.metadata or {})),
-            ("thread working memory", merged, set(json.loads((thread.metadata or {}).get("workingMemory") or "{}"))),
-            ("resource working memory", merged, set(json.loads(resource.working_memory or "{}"))),
-        ]
-        for what, want, got in outcomes:
-            lost = sorted(want - got)
-            assert not lost, f"{len(lost)} of {len(want)} concurrent writes to the {what} were lost: {lost[:8]}"
