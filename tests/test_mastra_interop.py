@@ -2,8 +2,12 @@
 
 Mastra writes (its storage adapter's threads and resources, its ``Memory``'s
 working-memory updates through the agent tool, in both scopes, template and
-schema mode) and workmem reads exactly that; workmem writes and Mastra reads
-exactly that (threads, resources, lists, ``Memory.getWorkingMemory``). Each
+schema mode, ``Memory.createThread``, deletes) and workmem reads exactly that,
+then changes it and Mastra reads the change; workmem writes and Mastra reads
+exactly that (threads, resources, lists, ``Memory.getWorkingMemory``), then
+changes it (thread-scope working memory into a thread with other metadata, an
+update of a thread holding workmem's working memory, a delete) and workmem
+reads the change. Each
 runs once on tables Mastra created and once on tables workmem created, on
 PostgreSQL (a fresh database), PostgreSQL with ``mastra_threads.metadata`` as
 ``TEXT``, libSQL (a temporary file) and Upstash (``@mastra/upstash`` talking
@@ -284,6 +288,7 @@ def workmem_memory(storage: workmem.MemoryStorage, config: dict[str, Any]) -> Me
 def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
     ada, grace, lin, mo = ids("ada"), ids("grace"), ids("lin"), ids("mo")
     chat, empty, bare, mos = ids("chat"), ids("empty"), ids("bare"), ids("mo-chat")
+    made, kept, gone = ids("made"), ids("kept"), ids("gone")
     writes = [
         step(
             "saveResource",
@@ -315,11 +320,26 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
             thread={"id": bare, "resourceId": ada, "title": "No metadata", "createdAt": T3, "updatedAt": T3},
         ),
         step("updateThread", id=chat, title="Renamed", metadata={"extra": True}),
+        *(
+            step("saveThread", thread={"id": t, "resourceId": grace, "title": t, "createdAt": T0, "updatedAt": T0})
+            for t in (kept, gone)
+        ),
+        step("deleteThread", threadId=gone),
+        step(
+            "memory.createThread",
+            config=RESOURCE_TEMPLATE,
+            threadId=made,
+            resourceId=lin,
+            title="Made by Memory",
+            metadata={"via": "Memory", "n": [1]},
+        ),
         step("updateResource", resourceId=grace, workingMemory="plain text", metadata={"a": 1}),
         step("updateResource", resourceId=grace, metadata={"b": {"c": 2}}),
         # Memory through its agent tool: template mode replaces, schema mode merges (in Mastra's code)
         tool(RESOURCE_TEMPLATE, chat, ada, "# User\n- Name: Ada Lovelace\n- City: London"),
         tool(THREAD_TEMPLATE, empty, ada, "# User\n- Name: (thread) Ada"),
+        # thread scope into a thread whose metadata has other keys: Mastra merges workingMemory in
+        tool(THREAD_TEMPLATE, chat, ada, "# User\n- Name: (chat) Ada"),
         tool(RESOURCE_SCHEMA, mos, mo, {"name": "Mo", "langs": ["en", "de"], "prefs": {"tone": "dry"}}),
         tool(RESOURCE_SCHEMA, mos, mo, {"city": "Oslo", "prefs": {"units": "metric"}, "name": None}),
         tool(THREAD_SCHEMA, bare, ada, {"name": "Bare", "prefs": {"tone": "warm"}}),
@@ -330,20 +350,24 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
     ]
     reads = [
         *(step("getResourceById", resourceId=r) for r in (ada, grace, mo, lin)),
-        *(step("getThreadById", threadId=t) for t in (chat, empty, bare, mos)),
+        *(step("getThreadById", threadId=t) for t in (chat, empty, bare, mos, made, kept)),
         step("listThreads", filter={"resourceId": ada}),
         step("listThreads", filter={"resourceId": ada}, perPage=2, page=1),
         step("listThreads", filter={"resourceId": ada}, orderBy={"field": "updatedAt", "direction": "ASC"}),
+        step("listThreads", filter={"resourceId": grace}),
         get_wm(RESOURCE_TEMPLATE, chat, ada),
         get_wm(THREAD_TEMPLATE, empty, ada),
         get_wm(RESOURCE_SCHEMA, mos, mo),
         get_wm(THREAD_SCHEMA, bare, ada),
+        get_wm(THREAD_TEMPLATE, chat, ada),
+        step("getThreadById", threadId=gone),
     ]
     outcomes = run_mastra(target.store, writes + reads)
     for outcome in outcomes[: len(writes)]:
         assert outcome.ok, f"Mastra {outcome.op}: {outcome.error}"
     values = [o.value for o in outcomes[len(writes) :]]
-    resources, threads, lists, memories = values[:4], values[4:8], values[8:11], values[11:]
+    resources, threads, lists, memories = values[:4], values[4:10], values[10:14], values[14:19]
+    assert values[19] is None, "Mastra deleted it"
     assert all(r is not None for r in resources + threads)
     # what Mastra says it stored, as Mastra reads it back
     assert resources[0]["metadata"] == {"plan": "pro", "n": 1.5, "tags": ["a", "b"], "nested": {"k": None}, "é": "ü"}
@@ -353,6 +377,18 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
     mo_memory = {"name": "Mo", "langs": ["en", "de"], "prefs": {"tone": "dry", "units": "metric"}, "city": "Oslo"}
     assert json.loads(memories[2]) == mo_memory
     assert json.loads(memories[3]) == {"name": "Bare", "prefs": {"tone": "warm"}, "langs": ["fr"]}
+    assert threads[0]["metadata"] == {
+        "source": "ts",
+        "deep": {"k": [1, 2.5, "x", None, True]},
+        "extra": True,
+        "workingMemory": "# User\n- Name: (chat) Ada",
+    }
+    assert (threads[4]["title"], threads[4]["resourceId"], threads[4]["metadata"]) == (
+        "Made by Memory",
+        lin,
+        {"via": "Memory", "n": [1]},
+    )
+    assert [t["id"] for t in lists[3]["threads"]] == [kept] and lists[3]["total"] == 1
 
     with workmem.connect(target.url) as storage:
         for mastra in resources:
@@ -364,7 +400,11 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
             assert stored_thread is not None
             assert as_mastra_thread(stored_thread) == mastra_view(mastra)
         if target.backend == "upstash":  # @mastra/upstash keeps no thread index: workmem's is rebuilt, as documented
-            assert storage.reindex().threads >= 4  # type: ignore[attr-defined]
+            assert storage.reindex().threads >= 6  # type: ignore[attr-defined]
+        assert storage.get_thread(gone) is None
+        graces = storage.list_threads(grace)
+        assert [as_mastra_thread(t) for t in graces.threads] == [mastra_view(t) for t in lists[3]["threads"]]
+        assert graces.total == 1
         everything = storage.list_threads(ada)
         assert [as_mastra_thread(t) for t in everything.threads] == [mastra_view(t) for t in lists[0]["threads"]]
         assert (everything.total, everything.has_more) == (lists[0]["total"], lists[0]["hasMore"]) == (3, False)
@@ -374,7 +414,7 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
         oldest = storage.list_threads(ada, order_by="updated_at", direction="asc")
         assert [t.id for t in oldest.threads] == [t["id"] for t in lists[2]["threads"]]
         configs = [(RESOURCE_TEMPLATE, chat, ada), (THREAD_TEMPLATE, empty, ada), (RESOURCE_SCHEMA, mos, mo)]
-        configs.append((THREAD_SCHEMA, bare, ada))
+        configs += [(THREAD_SCHEMA, bare, ada), (THREAD_TEMPLATE, chat, ada)]
         for (config, thread_id, resource_id), text in zip(configs, memories, strict=True):
             memory = workmem_memory(storage, config)
             assert memory.get_working_memory(thread_id=thread_id, resource_id=resource_id) == text
@@ -389,6 +429,7 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
         workmem_memory(storage, RESOURCE_SCHEMA).merge_working_memory({"city": "Bergen"}, resource_id=mo)
         workmem_memory(storage, THREAD_SCHEMA).merge_working_memory({"prefs": {"tone": None}}, thread_id=bare)
         workmem_memory(storage, THREAD_TEMPLATE).update_working_memory("# User\n- Name: Ada (py)", thread_id=empty)
+        assert storage.delete_thread(kept)
         after = [storage.get_resource(ada), storage.get_resource(mo)]
         after_threads = [storage.get_thread(t) for t in (chat, empty, bare)]
 
@@ -400,6 +441,9 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
             get_wm(RESOURCE_SCHEMA, mos, mo),
             get_wm(THREAD_SCHEMA, bare, ada),
             get_wm(THREAD_TEMPLATE, empty, ada),
+            get_wm(THREAD_TEMPLATE, chat, ada),
+            step("getThreadById", threadId=kept),
+            step("listThreads", filter={"resourceId": grace}),
         ],
     )
     for record, outcome in zip(after, back[:2], strict=True):
@@ -409,6 +453,8 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
     assert json.loads(back[5].value) == {**mo_memory, "city": "Bergen"}
     assert json.loads(back[6].value) == {"name": "Bare", "prefs": {}, "langs": ["fr"]}
     assert back[7].value == "# User\n- Name: Ada (py)"
+    assert back[8].value == "# User\n- Name: (chat) Ada", "workmem's update_thread kept Mastra's working memory"
+    assert back[9].value is None and (back[10].value["threads"], back[10].value["total"]) == ([], 0)
 
 
 # -- workmem writes, Mastra reads ----------------------------------------------------------------------
@@ -484,3 +530,36 @@ def test_workmem_writes_mastra_reads_exactly(target: Target, ids: Ids) -> None:
         "langs": ["ko"],
         "city": "Busan",
     }
+
+    # Mastra changes what workmem wrote; workmem reads exactly that
+    changes = run_mastra(
+        target.store,
+        [
+            tool(THREAD_TEMPLATE, a, sam, "# User\n- Name: (a) Sam"),  # into a thread with other metadata
+            step("updateThread", id=b, title="B renamed", metadata={"ts": 1}),  # b holds workmem's working memory
+            step("deleteThread", threadId=c),
+            *(step("getThreadById", threadId=t) for t in (a, b, c)),
+            step("listThreads", filter={"resourceId": sam}),
+            get_wm(THREAD_TEMPLATE, b, sam),
+        ],
+    )
+    changed = [o.value for o in changes]
+    assert changed[3]["metadata"] == {"origin": "py", "n": -0.5, "stage": 2, "workingMemory": "# User\n- Name: (a) Sam"}
+    assert (changed[4]["title"], changed[4]["metadata"]) == (
+        "B renamed",
+        {"workingMemory": "# User\n- Name: (thread) Sam", "ts": 1},
+    )
+    assert changed[5] is None and changed[7] == "# User\n- Name: (thread) Sam"
+    with workmem.connect(target.url) as storage:
+        if target.backend == "upstash":  # after @mastra/upstash deleted a thread: workmem's index rebuilt
+            assert storage.reindex().removed == 2  # type: ignore[attr-defined]  # its two index entries
+        for thread_id, mastra in zip((a, b), changed[3:5], strict=True):
+            stored_thread = storage.get_thread(thread_id)
+            assert stored_thread is not None and as_mastra_thread(stored_thread) == mastra_view(mastra)
+        assert storage.get_thread(c) is None
+        listed = storage.list_threads(sam)
+        assert [as_mastra_thread(t) for t in listed.threads] == [mastra_view(t) for t in changed[6]["threads"]]
+        assert listed.total == changed[6]["total"] == 2
+        thread_template = workmem_memory(storage, THREAD_TEMPLATE)
+        assert thread_template.get_working_memory(thread_id=a, resource_id=sam) == "# User\n- Name: (a) Sam"
+        assert thread_template.get_working_memory(thread_id=b, resource_id=sam) == changed[7]
