@@ -507,6 +507,19 @@ class LikeTotal(InMemoryStorage):
         return _listing(self, query, _owned_by(self, lambda owner: owner == query.resource_id), total)
 
 
+class GlobDelete(InMemoryStorage):
+    """delete_thread deletes every key matching ``thread:{id}`` as an unescaped Redis glob."""
+
+    def delete_thread(self, thread_id: str) -> bool:
+        validate_id(thread_id, "thread id")
+        pattern = thread_id.replace("[", "[[]")
+        with self._store.lock:
+            doomed = [tid for tid in self._store.threads if fnmatch.fnmatchcase(tid, pattern)]
+            for tid in doomed:
+                del self._store.threads[tid]
+            return bool(doomed)
+
+
 class CappedAll(InMemoryStorage):
     """``per_page=None`` silently returns the default page size (100) instead of every thread."""
 
@@ -887,6 +900,7 @@ EDGE_MUTANTS: list[tuple[type[InMemoryStorage], str]] = [
     (GlobListing, "list_lookalike_ids"),
     (PrefixListing, "list_lookalike_ids"),
     (LikeTotal, "list_lookalike_ids"),
+    (GlobDelete, "list_lookalike_ids"),
     (CappedAll, "list_beyond_default_page"),
     (Batch64, "list_beyond_default_page"),
     (StaleUpdatedIndex, "list_order_after_update"),

@@ -93,7 +93,7 @@ def _raises_validation(call: Callable[[], object]) -> str | None:
 
 @check(
     "list_lookalike_ids",
-    "list_threads matches the resource id exactly: prefixes, % _ * ? and case variants list only their own threads",
+    "ids match exactly: prefixes, % _ * ? and case variants list only their own threads, delete only themselves",
 )
 def list_lookalike_ids(ctx: CheckContext) -> None:
     storage, reader = ctx.storage, ctx.open()
@@ -120,7 +120,23 @@ def list_lookalike_ids(ctx: CheckContext) -> None:
     for other in ("AB", "a_", "a%", "%", "a*", "*", "?b", "a"):
         if reader.get_thread(mine, resource_id=p + other) is not None:
             problems.append(f"get_thread({mine!r}, resource_id={p + other!r}) returned the thread of {p + 'ab'!r}")
-    assert not problems, f"{len(problems)} listings confused look-alike resource ids:\n" + "\n".join(problems[:20])
+    # look-alike thread ids: deleting one deletes only that one
+    owner = p + "owner"
+    left = [f"{p}T{name}" for name in LOOKALIKE_IDS]
+    for tid in left:
+        storage.save_thread(Thread(tid, owner))
+    for tid in list(left):
+        if storage.delete_thread(tid) is not True:
+            problems.append(f"delete_thread({tid!r}) did not return True")
+        left.remove(tid)
+        listed = reader.list_threads(owner, per_page=None)
+        if sorted(_ids(listed)) != sorted(left) or listed.total != len(left):
+            gone = sorted(set(left) - set(_ids(listed)))
+            problems.append(f"delete_thread({tid!r}) also deleted or hid {gone} (total now {listed.total})")
+            break
+        if reader.get_thread(tid) is not None:
+            problems.append(f"get_thread({tid!r}) still finds the thread after delete_thread")
+    assert not problems, f"{len(problems)} calls confused look-alike ids:\n" + "\n".join(problems[:20])
 
 
 # -- lists longer than the default page -----------------------------------------------------
