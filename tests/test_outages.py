@@ -99,6 +99,12 @@ def bridge_behind_proxy() -> Iterator[tuple[Bridge, TcpProxy]]:
 _http = httpx.Client(timeout=10)  # one client (its connection pool) for every request of this module
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_http() -> Iterator[None]:
+    yield
+    _http.close()
+
+
 def command(bridge: Bridge, body: list[object]) -> httpx.Response:
     """One command through the bridge's REST API, as raw HTTP."""
     return _http.post(
