@@ -465,6 +465,28 @@ def test_no_bare_exception_leaves_the_public_api(tmp_path: Path) -> None:
     assert not bare, "\n".join(bare)
 
 
+def test_broken_entry_points_raise_workmem_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed distribution's ``workmem.adapters`` entry point that cannot be used."""
+    suffix = secrets.token_hex(4)
+    info = tmp_path / f"wm_err_plugin_{suffix}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: wm-err-plugin-{suffix}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[workmem.adapters]\n"
+        f"wm-ep-nomodule-{suffix} = wm_no_such_module_anywhere:Storage\n"
+        f"wm-ep-function-{suffix} = json:dumps\n"
+        f"wm-ep-noclass-{suffix} = json\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert f"wm-ep-nomodule-{suffix}" in workmem.known_schemes()
+    expected = {"nomodule": workmem.MissingDriverError, "function": workmem.UnknownSchemeError}
+    expected["noclass"] = workmem.UnknownSchemeError
+    for name, kind in expected.items():
+        with pytest.raises(WorkmemError) as raised:
+            workmem.connect(f"wm-ep-{name}-{suffix}://x")
+        assert type(raised.value) is kind, repr(raised.value)
+
+
 def test_no_module_raises_the_bare_root_class() -> None:
     """``raise WorkmemError(...)`` says nothing a caller can act on: every raise names a subclass."""
     root = Path(workmem.__file__).parent
