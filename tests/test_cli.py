@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -201,3 +203,36 @@ def test_ctrl_c_prints_one_line_and_exits_130() -> None:
     assert proc.returncode == 130, seen + rest
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest
     assert rest.strip().splitlines()[-1] == "workmem: interrupted"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped KeyboardInterrupt
+def test_ctrl_c_swallowed_by_a_gc_callback_still_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis runs Python code in garbage-collector callbacks, where Python drops a KeyboardInterrupt."""
+    from workmem import conformance
+
+    real_run = conformance.run
+    swallowed: list[bool] = []
+
+    def interrupt_inside_gc(*args: Any, **kwargs: Any) -> Any:
+        def callback(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start" and not swallowed:
+                swallowed.append(True)
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10_000):  # the handler runs here, and its exception is dropped
+                    pass
+
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(callback)
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(conformance, "run", interrupt_inside_gc)
+    err = io.StringIO()
+    status = main(
+        ["conformance", "memory://", "--profile", "quick", "--check", "owner_immutable"], out=io.StringIO(), err=err
+    )
+    assert swallowed, "the gc callback never ran"
+    assert status == 130, err.getvalue()
+    assert err.getvalue().strip().splitlines()[-1] == "workmem: interrupted"

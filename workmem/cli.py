@@ -19,11 +19,14 @@ import importlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 import workmem
@@ -113,16 +116,19 @@ def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     human = err if args.json_file == "-" else out  # with the JSON report on stdout, the table goes to stderr
 
     def progress(check: Check, result: CheckResult | None) -> None:
+        interrupt.raise_if_pending()
         if result is None:
             print(f"  {check.name} ...", end="", file=err, flush=True)
         else:
             print(f" {result.status} ({result.duration_s:.2f}s)", file=err, flush=True)
 
-    with _default_url(err) if args.url is None else _given(args.url, err) as url:
+    interrupt = _Interrupt()
+    with interrupt, _default_url(err) if args.url is None else _given(args.url, err) as url:
         print(f"workmem conformance, profile {args.profile}:", file=err)
         try:
             with _hypothesis_home():
                 report = run(url, profile=args.profile, only=args.check, progress=progress)
+            interrupt.raise_if_pending()
         except (WorkmemError, ValueError, TypeError, OSError) as exc:
             message = masked(url, f"cannot run against {url}: {type(exc).__name__}: {exc}")
             print(f"\nworkmem conformance: {message}", file=err)
@@ -139,6 +145,41 @@ def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             Path(args.json_file).write_text(text + "\n", encoding="utf-8")
             print(f"JSON report written to {args.json_file}", file=err)
     return 0 if report.passed else 1
+
+
+class _Interrupt:
+    """Ctrl-C that cannot be lost: remembered when the ``KeyboardInterrupt`` it raised was swallowed.
+
+    Python raises ``KeyboardInterrupt`` wherever the main thread is when the
+    signal is handled; inside a garbage-collector callback (Hypothesis installs
+    one) the exception is printed as "ignored" and the run goes on. The handler
+    also sets a flag, which :meth:`raise_if_pending` turns back into
+    ``KeyboardInterrupt`` between checks and after the run.
+    """
+
+    def __init__(self) -> None:
+        self._pending = False
+        self._previous: object = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self._pending = True
+        raise KeyboardInterrupt
+
+    def raise_if_pending(self) -> None:
+        if self._pending:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _Interrupt:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
 
 
 @contextmanager
