@@ -118,6 +118,68 @@ def test_mongodb_errors_are_classified_by_class_code_and_label() -> None:
         assert error_kind(errors, exc) is kind, (exc, kind)
 
 
+def test_postgres_sqlstates_and_login_failures_are_classified() -> None:
+    """Unit: the SQLSTATE table (the server cases above run for real)."""
+    from workmem.adapters.sql.sqlstate import error_kind
+
+    cases: list[tuple[str | None, str, bool, type[WorkmemError]]] = [
+        ("08006", "connection failure", True, BackendUnavailableError),
+        ("57P01", "terminating connection due to administrator command", True, BackendUnavailableError),
+        ("57P03", "the database system is starting up", True, BackendUnavailableError),
+        ("53300", "sorry, too many clients already", True, BackendUnavailableError),
+        ("40001", "could not serialize access", False, BackendBusyError),
+        ("40P01", "deadlock detected", False, BackendBusyError),
+        ("55P03", "canceling statement due to lock timeout", True, BackendBusyError),
+        ("57014", "canceling statement due to statement timeout", True, BackendBusyError),
+        ("42501", "permission denied for table mastra_threads", False, BackendRefusedError),
+        ("54001", "stack depth limit exceeded", False, BackendRefusedError),
+        ("3F000", "schema does not exist", False, BackendRefusedError),
+        ("22P02", "invalid input syntax for type integer", False, BackendRefusedError),
+        ("25006", "cannot execute UPDATE in a read-only transaction", False, BackendRefusedError),
+        (None, "connection failed: ... failed: Connection refused", True, BackendUnavailableError),
+        (
+            None,
+            'connection failed: ... failed: FATAL:  password authentication failed for user "u"',
+            True,
+            BackendRefusedError,
+        ),
+        (None, 'connection failed: ... failed: FATAL:  database "x" does not exist', True, BackendRefusedError),
+        (
+            None,
+            "connection failed: ... failed: FATAL:  the database system is shutting down",
+            True,
+            BackendUnavailableError,
+        ),
+        (None, "connection failed: ... failed: FATAL:  sorry, too many clients already", True, BackendUnavailableError),
+        (None, "server closed the connection unexpectedly", True, BackendUnavailableError),
+        (None, "query parameter missing", False, BackendRefusedError),
+    ]
+    for state, message, connection_error, kind in cases:
+        assert error_kind(state, message, connection_error=connection_error) is kind, (state, message)
+
+
+def test_libsql_driver_messages_are_classified() -> None:
+    """Unit: the libsql driver's messages (the read-only, trigger, busy and HTTP cases run for real)."""
+    from workmem.adapters.libsql import _error_kind
+
+    cases: list[tuple[str, type[WorkmemError]]] = [
+        ("database is locked", BackendBusyError),
+        ("attempt to write a readonly database", BackendRefusedError),
+        ("no such table: mastra_threads", BackendRefusedError),
+        ("database disk image is malformed", BackendRefusedError),
+        ("database or disk is full", BackendUnavailableError),
+        ("disk I/O error", BackendUnavailableError),
+        (
+            "Hrana: `http error: `error trying to connect: tcp connect error: Connection refused``",
+            BackendUnavailableError,
+        ),
+        ("Hrana: `api error: `status=401 Unauthorized, body=connection refused``", BackendRefusedError),
+        ("Hrana: `api error: `status=503 Service Unavailable, body=``", BackendUnavailableError),
+    ]
+    for message, kind in cases:
+        assert _error_kind(ValueError(message)) is kind, message
+
+
 # -- PostgreSQL -----------------------------------------------------------------------------
 
 

@@ -88,7 +88,7 @@ _opened: Counter[str] = Counter()
 _opened_lock = threading.Lock()
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
-_UNREACHABLE_MESSAGES = (
+_UNAVAILABLE_MESSAGES = (
     "http error",
     "error trying to connect",
     "connection refused",
@@ -98,8 +98,10 @@ _UNREACHABLE_MESSAGES = (
     "timed out",
     "stream closed",
     "disk i/o error",
+    "database or disk is full",
+    "out of memory",
 )
-"""A server that could not be reached or dropped the connection (or a file whose disk failed): worth retrying."""
+"""A server that could not be reached or dropped the connection, or a disk or memory that failed or is full."""
 _UNAVAILABLE_STATUSES = frozenset({"408", "429", "502", "503", "504"})
 """HTTP answers of a server (or its proxy) that cannot serve now."""
 _OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create"})
@@ -215,7 +217,7 @@ def _error_kind(exc: BaseException) -> type[WorkmemError]:
     if answered:  # the server answered: judged by its HTTP status, not by its body
         unavailable = answered.group(1) in _UNAVAILABLE_STATUSES
     else:
-        unavailable = any(text in message for text in _UNREACHABLE_MESSAGES)
+        unavailable = any(text in message for text in _UNAVAILABLE_MESSAGES)
     return BackendUnavailableError if unavailable else BackendRefusedError
 
 

@@ -20,7 +20,8 @@ Every operation is one statement on an autocommit connection, so it is atomic
 and one round trip. A connection the server closed (restart,
 ``pg_terminate_backend``) is noticed before use, without a round trip, and
 replaced; a read that still meets a dropped connection is retried once, a
-write never is.
+write never is. Errors are classified by SQLSTATE
+(:mod:`workmem.adapters.sql.sqlstate`): worth retrying or refused.
 """
 
 from __future__ import annotations

@@ -283,6 +283,9 @@ _CONNECTION_ORA: Final = frozenset(
     {
         18,  # maximum number of sessions exceeded
         20,  # maximum number of processes exceeded
+        1653,  # unable to extend a table (tablespace full)
+        1654,  # unable to extend an index (tablespace full)
+        4031,  # unable to allocate shared memory
         1033,  # initialization or shutdown in progress
         1034,  # database not available
         1089,  # immediate shutdown in progress
