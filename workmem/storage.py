@@ -183,6 +183,15 @@ class MemoryStorage(ABC):
     Instances are thread-safe and usable as context managers (``close()`` on exit).
     Every method validates its input before it writes anything and raises
     :class:`~workmem.errors.ValidationError` on bad input.
+
+    An adapter maps its driver's failures onto :mod:`workmem.errors`, the driver's
+    exception as ``__cause__``: :class:`~workmem.errors.BackendUnavailableError`
+    (not reached, connection lost, shutting down) and
+    :class:`~workmem.errors.BackendBusyError` (contention; nothing changed) are
+    worth retrying (:data:`~workmem.errors.RETRYABLE_ERRORS`);
+    :class:`~workmem.errors.BackendRefusedError` is a database that was reached
+    and refused; :class:`~workmem.errors.StorageClosedError` is a call after
+    :meth:`close`. It raises no bare ``WorkmemError``, ``ValueError`` or ``TypeError``.
     """
 
     capabilities: ClassVar[Capabilities]
@@ -343,7 +352,10 @@ class MemoryStorage(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release connections. Idempotent."""
+        """Release connections. Idempotent. Later calls raise :class:`~workmem.errors.StorageClosedError`.
+
+        (An adapter with nothing to release, like the in-memory one, may keep working.)
+        """
 
     def __enter__(self) -> Self:
         return self
