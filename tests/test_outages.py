@@ -370,3 +370,26 @@ def test_postgres_pool_exhausted_is_busy_and_closed_storage_is_closed() -> None:
         assert storage.get_thread("t") is None  # the connection came back
     with pytest.raises(StorageClosedError):
         storage.get_thread("t")
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_connection_lost_unnoticed_reads_retried_writes_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pre-use check raced (simulated): a read and a transaction's BEGIN go again on a new connection;
+    a write does not (it may have run), and fails with BackendUnavailableError."""
+    import workmem.adapters.postgres_pool as pool_module
+
+    with postgres_behind_proxy(min_size=1, max_size=1) as (storage, proxy):
+        storage.save_thread(Thread("t", "owner-a", "before"))
+        monkeypatch.setattr(pool_module, "closed_by_server", lambda conn: False)
+        proxy.kill_all()
+        time.sleep(0.05)
+        assert storage.get_thread("t").title == "before"  # type: ignore[union-attr]
+        proxy.kill_all()
+        time.sleep(0.05)
+        with storage._transaction() as tx:  # type: ignore[attr-defined]  # what row-locked merges run in
+            assert tx is not None
+        proxy.kill_all()
+        time.sleep(0.05)
+        with pytest.raises(BackendUnavailableError):
+            storage.update_thread("t", title="after")
+        assert storage.get_thread("t").title == "before"  # type: ignore[union-attr]

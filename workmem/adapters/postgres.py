@@ -19,8 +19,9 @@ within ``connect_timeout`` with the driver's reason (``Connection refused``,
 Every operation is one statement on an autocommit connection, so it is atomic
 and one round trip. A connection the server closed (restart,
 ``pg_terminate_backend``) is noticed before use, without a round trip, and
-replaced; a read that still meets a dropped connection is retried once, a
-write never is. Errors are classified by SQLSTATE
+replaced; a read (or the ``BEGIN`` of a read-modify-write) that still meets
+a dropped connection is tried once more on a new one, a write never is: it
+may have run before the connection dropped. Errors are classified by SQLSTATE
 (:mod:`workmem.adapters.sql.sqlstate`): worth retrying or refused.
 """
 
@@ -251,11 +252,25 @@ class PostgresStorage(SqlStorage):
                 self._pool.give(conn)  # kept only when still open and idle
         raise AssertionError("unreachable")
 
+    def _begin(self) -> Any:
+        """A pooled connection inside a new transaction; ``BEGIN`` meeting a lost connection is tried once more."""
+        for attempt in (1, 2):
+            conn = self._take()
+            try:
+                conn.execute("BEGIN")
+                return conn
+            except self._psycopg.Error as exc:
+                self._pool.give(conn)
+                if attempt == 1 and self._retryable(exc):
+                    continue  # nothing of the transaction ran yet: safe on a fresh connection
+                error = self._error(exc)
+                raise error from error.__cause__
+        raise AssertionError("unreachable")
+
     @contextmanager
     def _transaction(self) -> Iterator[_Session]:
-        conn = self._take()
+        conn = self._begin()
         try:
-            conn.execute("BEGIN")
             try:
                 yield _Session(self.dialect, conn)
             except BaseException:
