@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import json
 import os
 import random
@@ -26,7 +27,7 @@ import pytest
 import workmem
 from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, ThreadPage
 from workmem.adapters.memory import InMemoryStorage
-from workmem.conformance import PROFILES, run
+from workmem.conformance import PROFILES, Report, run
 from workmem.merge_patch import parse_json_object
 from workmem.records import Direction, OrderBy, Unset, trusted_resource, trusted_thread
 from workmem.storage import (
@@ -216,13 +217,223 @@ class AcceptsNul(InMemoryStorage):
         super().set_working_memory(clean, scope=scope, resource_id=resource_id, thread_id=thread_id)
 
 
-FAST_SHRINK = dataclasses.replace(PROFILES["ci"], shrink_seconds=2)
-"""The ci profile, shrinking each failure for 2 s at most (the test only needs the verdict)."""
+# -- issue 19, part B: number types, corner states, the clock, slow shrinking ---------------------------
+# Each mutant below was run against the suite before the check that kills it was written, and survived.
+
+
+def _floats(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, list):
+        return [_floats(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _floats(item) for key, item in value.items()}
+    return value
+
+
+class IntsBecomeFloats(InMemoryStorage):
+    """Every integer in stored metadata and merged working memory comes back as a float (``1`` -> ``1.0``)."""
+
+    def save_resource(self, resource: Resource) -> Resource:
+        if isinstance(resource, Resource):
+            resource = dataclasses.replace(resource, metadata=_floats(resource.metadata))
+        return super().save_resource(resource)
+
+    def update_resource(
+        self,
+        resource_id: str,
+        *,
+        working_memory: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    ) -> Resource:
+        if isinstance(metadata, Mapping):
+            metadata = _floats(validate_json_object(metadata, "metadata"))
+        return super().update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+
+    def create_thread(self, thread: Thread) -> Thread:
+        if isinstance(thread, Thread):
+            thread = dataclasses.replace(thread, metadata=_floats(thread.metadata))
+        return super().create_thread(thread)
+
+    def save_thread(self, thread: Thread) -> Thread:
+        if isinstance(thread, Thread):
+            thread = dataclasses.replace(thread, metadata=_floats(thread.metadata))
+        return super().save_thread(thread)
+
+    def update_thread(
+        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+    ) -> Thread:
+        if isinstance(metadata, Mapping):
+            metadata = _floats(validate_json_object(metadata, "metadata"))
+        return super().update_thread(thread_id, title=title, metadata=metadata)
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        return _merge_parsed(self, patch, parse_json_object, scope, resource_id, thread_id, finish=_floats)
+
+
+def _merge_parsed(
+    storage: InMemoryStorage,
+    patch: Mapping[str, Any],
+    parse: Callable[[str | None], dict[str, Any]],
+    scope: Scope,
+    resource_id: str | None,
+    thread_id: str | None,
+    finish: Callable[[Any], Any] = lambda merged: merged,
+) -> dict[str, Any]:
+    """The honest merge, but reading the stored text with ``parse`` and storing ``finish(merged)``."""
+    target = check_scope(scope, resource_id, thread_id)
+    patch = validate_json_object(patch, "patch")
+    with storage._store.lock:
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            current = storage.get_working_memory(scope="resource", resource_id=target.resource_id)
+        else:
+            assert target.thread_id is not None
+            thread = storage._store.threads.get(target.thread_id)
+            if thread is None:
+                raise workmem.ThreadNotFoundError(target.thread_id)
+            check_owner(thread, target.resource_id)
+            current = thread_working_memory(thread.metadata)
+        merged = finish(workmem.apply_merge_patch(parse(current), patch))
+        InMemoryStorage.set_working_memory(
+            storage, dump_json(merged), scope=scope, resource_id=resource_id, thread_id=thread_id
+        )
+        return merged  # type: ignore[no-any-return]
+
+
+def _blank_is_not_empty(text: str | None) -> dict[str, Any]:
+    return {} if text is None or text == "" else parse_json_object(text.strip() or "not json")
+
+
+class BlankMemoryIsNotEmpty(InMemoryStorage):
+    """merge counts only missing or empty memory as ``{}``: whitespace-only text raises WorkingMemoryFormatError."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        return _merge_parsed(self, patch, _blank_is_not_empty, scope, resource_id, thread_id)
+
+
+def _falsy_is_empty(text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
+        return {}
+    value = json.loads(text) or {}  # JSON null, false, 0, "" and [] all read as {}
+    return parse_json_object(json.dumps(value))
+
+
+class NullTextIsEmpty(InMemoryStorage):
+    """merge reads stored text ``null`` (or any falsy JSON) as ``{}`` instead of raising WorkingMemoryFormatError."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        return _merge_parsed(self, patch, _falsy_is_empty, scope, resource_id, thread_id)
+
+
+class DeleteKeepsThreadMemory(InMemoryStorage):
+    """Thread working memory lives apart and outlives delete_thread: a thread re-created with the id gets it back."""
+
+    def _kept(self) -> dict[str, str]:
+        kept: dict[str, str] = self._store.__dict__.setdefault("kept_memory", {})
+        return kept
+
+    def delete_thread(self, thread_id: str) -> bool:
+        with self._store.lock:
+            old = self._store.threads.get(thread_id) if isinstance(thread_id, str) else None
+            memory = None if old is None else thread_working_memory(old.metadata)
+            if memory is not None:
+                self._kept()[thread_id] = memory
+            return super().delete_thread(thread_id)
+
+    def _revive(self, thread: Thread) -> Thread:
+        if not isinstance(thread, Thread) or thread.id in self._store.threads:
+            return thread
+        memory = self._kept().pop(thread.id, None)
+        if memory is None:
+            return thread
+        return dataclasses.replace(thread, metadata={**(thread.metadata or {}), "workingMemory": memory})
+
+    def create_thread(self, thread: Thread) -> Thread:
+        with self._store.lock:
+            return super().create_thread(self._revive(thread))
+
+    def save_thread(self, thread: Thread) -> Thread:
+        with self._store.lock:
+            return super().save_thread(self._revive(thread))
+
+
+class ReadMovesUpdatedAt(InMemoryStorage):
+    """Reading stored working memory re-stores the record (a "read repair"), so updated_at moves to now."""
+
+    def get_working_memory(
+        self, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> str | None:
+        with self._store.lock:
+            text = super().get_working_memory(scope=scope, resource_id=resource_id, thread_id=thread_id)
+            if text is not None and scope == "resource" and isinstance(resource_id, str):
+                old = self._store.resources[resource_id]
+                self._store.resources[resource_id] = dataclasses.replace(old, updated_at=utc_now())
+            elif text is not None and isinstance(thread_id, str):
+                thread = self._store.threads[thread_id]
+                self._store.threads[thread_id] = dataclasses.replace(thread, updated_at=utc_now())
+            return text
+
+
+class FailedMergeMovesUpdatedAt(InMemoryStorage):
+    """merge checks its arguments, stamps updated_at, then parses the stored text: a merge into text that is no
+    JSON object raises WorkingMemoryFormatError but has moved updated_at."""
+
+    def merge_working_memory(
+        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+    ) -> dict[str, Any]:
+        target = check_scope(scope, resource_id, thread_id)
+        validate_json_object(patch, "patch")
+        with self._store.lock:
+            now = utc_now()
+            if target.scope == "resource" and target.resource_id in self._store.resources:
+                old = self._store.resources[target.resource_id]
+                self._store.resources[old.id] = dataclasses.replace(old, updated_at=now)
+            elif target.scope == "thread" and target.thread_id in self._store.threads:
+                thread = self._store.threads[target.thread_id]
+                if target.resource_id in (None, thread.resource_id):
+                    self._store.threads[thread.id] = dataclasses.replace(thread, updated_at=now)
+            return super().merge_working_memory(patch, scope=scope, resource_id=resource_id, thread_id=thread_id)
+
+
+MUTANTS_B: list[tuple[type[InMemoryStorage], set[str], set[str]]] = [
+    (IntsBecomeFloats, {"round_trip_json"}, {"round_trip_json"}),
+    (BlankMemoryIsNotEmpty, {"corner_states"}, {"corner_states"}),
+    (NullTextIsEmpty, {"corner_states"}, {"corner_states"}),
+    (DeleteKeepsThreadMemory, {"corner_states"}, {"corner_states"}),
+    (ReadMovesUpdatedAt, {"timestamps", "stateful"}, {"timestamps", "stateful"}),
+    (
+        FailedMergeMovesUpdatedAt,
+        {"timestamps", "corner_states", "stateful"},
+        {"timestamps", "corner_states", "stateful"},
+    ),
+]
+"""Part B's mutants: (mutant, checks that must fail, checks run)."""
+
+# -- end of issue 19, part B ------------------------------------------------------------------------------
+
+
+FAST_SHRINK = dataclasses.replace(PROFILES["ci"], shrink_seconds=0, shrink_total_seconds=None)
+"""The ci profile without shrinking: the same examples, so the same verdict, sooner (the test only needs that)."""
 
 
 def _factory(cls: type[InMemoryStorage]) -> Callable[[], InMemoryStorage]:
     name = f"mutant-{cls.__name__}-{uuid.uuid4().hex}"
     return lambda: cls(name)
+
+
+@functools.cache
+def _mutant_report(mutant: type[InMemoryStorage], checks: frozenset[str]) -> Report:
+    """The ci verdict on one mutant (once per session: the per-mutant tests and the kill rate share it)."""
+    return run(_factory(mutant), profile=FAST_SHRINK, only=checks)
 
 
 MUTANTS: list[tuple[type[InMemoryStorage], set[str], set[str]]] = [
@@ -240,18 +451,36 @@ MUTANTS: list[tuple[type[InMemoryStorage], set[str], set[str]]] = [
     (OffByOnePages, {"pagination", "stateful"}, {"pagination", "stateful"}),
     (CreatedAtReset, {"timestamps", "stateful"}, {"timestamps", "stateful"}),
     (AcceptsNul, {"validation", "stateful"}, {"validation", "stateful"}),
+    *MUTANTS_B,
 ]
 
 
 @pytest.mark.parametrize(("mutant", "must_fail", "checks"), MUTANTS, ids=[m[0].__name__ for m in MUTANTS])
 def test_mutant_is_caught(mutant: type[InMemoryStorage], must_fail: set[str], checks: set[str]) -> None:
-    report = run(_factory(mutant), profile=FAST_SHRINK, only=checks)
+    report = _mutant_report(mutant, frozenset(checks))
     failed = {c.name for c in report.checks if c.status == "failed"}
     assert must_fail <= failed, f"{mutant.__name__} was not caught by {sorted(must_fail - failed)}"
     assert not report.passed
     for result in report.checks:
         if result.status == "failed":
             assert result.reason, f"{result.name} failed without a reason"
+
+
+def test_kill_rate_every_mutant_is_killed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The mutation score of the suite: every mutant above must be caught by the checks it breaks."""
+    every = MUTANTS + [(mutant, {check}, {check}) for mutant, check in EDGE_MUTANTS]
+    survivors = []
+    for mutant, must_fail, checks in every:
+        report = _mutant_report(mutant, frozenset(checks))
+        failed = {c.name for c in report.checks if c.status == "failed"}
+        if not must_fail <= failed:
+            survivors.append(f"{mutant.__name__} (passed {', '.join(sorted(must_fail - failed))})")
+    killed = len(every) - len(survivors)
+    rate = f"{killed}/{len(every)} mutants ({100 * killed / len(every):.0f}%)"
+    line = f"conformance suite kill rate: {rate} caught by the ci profile"
+    with capsys.disabled():
+        print(f"\n{line}")
+    assert not survivors, f"{line}; survived: {'; '.join(survivors)}"
 
 
 def test_failure_reason_carries_the_falsifying_example() -> None:
@@ -917,7 +1146,7 @@ EDGE_MUTANTS: list[tuple[type[InMemoryStorage], str]] = [
 
 @pytest.mark.parametrize(("mutant", "must_fail"), EDGE_MUTANTS, ids=[m[0].__name__ for m in EDGE_MUTANTS])
 def test_edge_mutant_is_caught(mutant: type[InMemoryStorage], must_fail: str) -> None:
-    report = run(_factory(mutant), profile=FAST_SHRINK, only=[must_fail])
+    report = _mutant_report(mutant, frozenset([must_fail]))
     (result,) = report.checks
     assert result.status == "failed", f"{mutant.__name__} was not caught by {must_fail}"
     assert result.reason and "Flaky" not in result.reason, result.reason

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 from workmem.errors import ValidationError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
+from workmem.timestamps import utc_now
 
 from .checks import CheckContext, check
+from .expect import clock_past
 from .strategies import json_objects
 
 __all__ = ["BAD_JSON", "BAD_TEXT"]
@@ -178,6 +180,7 @@ def validation(ctx: CheckContext) -> None:
     storage.update_resource(rid, working_memory='{"a":1}', metadata={"m": 1})
     storage.save_thread(Thread(tid, rid, "title", {"m": 2, "workingMemory": '{"b":2}'}))
     before = _snapshot(storage, rid, tid, fresh)
+    clock_past(utc_now())  # a refused write that stamps updated_at now always shows
     problems: list[str] = []
     for what, method, args, kwargs in _cases(rid, tid, fresh):
         try:

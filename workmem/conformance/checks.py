@@ -27,6 +27,7 @@ CapabilityName = Literal["cross_process_atomic", "persistent"]
 CHECK_MODULES = (
     "workmem.conformance.stateful",
     "workmem.conformance.properties",
+    "workmem.conformance.corners",
     "workmem.conformance.bad_input",
     "workmem.conformance.concurrency",
     "workmem.conformance.creation",

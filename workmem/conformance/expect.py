@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -16,6 +17,8 @@ __all__ = [
     "Outcome",
     "assert_utc_ms",
     "attempt",
+    "clock_past",
+    "json_difference",
     "json_equal",
     "record_mismatches",
     "wm_matches",
@@ -25,13 +28,20 @@ T = TypeVar("T")
 
 
 def json_equal(expected: Any, actual: Any) -> bool:
-    """JSON equality: key order ignored, ``True`` is not ``1``, ``1`` equals ``1.0`` (JSON has one number type)."""
+    """JSON equality as the contract defines it: key order ignored, ``True`` is not ``1``, numbers keep their kind.
+
+    An ``int`` written must come back an ``int`` (``1`` is not ``1.0``); a
+    ``float`` may come back as the equal ``int`` (``2.0`` as ``2``: JavaScript
+    readers cannot tell them apart, so backends need not keep them apart).
+    """
     if isinstance(expected, MergedJson):
         return isinstance(actual, str) and _parses_to(actual, expected.doc)
     if expected is None or isinstance(expected, bool | str):
         return type(actual) is type(expected) and actual == expected
-    if isinstance(expected, int | float):
-        return isinstance(actual, int | float) and not isinstance(actual, bool) and actual == expected
+    if isinstance(expected, int):
+        return type(actual) is int and actual == expected
+    if isinstance(expected, float):
+        return type(actual) in (int, float) and actual == expected
     if isinstance(expected, list):
         return (
             isinstance(actual, list)
@@ -45,6 +55,31 @@ def json_equal(expected: Any, actual: Any) -> bool:
             and all(json_equal(expected[k], actual[k]) for k in expected)
         )
     raise TypeError(f"not a JSON value: {expected!r}")
+
+
+def json_difference(expected: Any, actual: Any, path: str = "") -> str | None:
+    """Where ``actual`` first differs from ``expected`` under :func:`json_equal`, in words; ``None`` if equal."""
+    where = path or "the value"
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        if set(actual) != set(expected):
+            missing, extra = sorted(set(expected) - set(actual)), sorted(set(actual) - set(expected))
+            return f"{where} has keys {sorted(actual)!r}: missing {missing!r}, extra {extra!r}"
+        for key in expected:
+            found = json_difference(expected[key], actual[key], f"{path}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
+        for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
+            found = json_difference(e, a, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return None
+    if json_equal(expected, actual):
+        return None
+    if type(expected) is int and type(actual) is float and actual == expected:
+        return f"{where}: the integer {expected!r} came back as the float {actual!r} (an int must read back an int)"
+    return f"{where}: expected {expected!r}, got {actual!r}"
 
 
 def _parses_to(text: str, doc: dict[str, Any]) -> bool:
@@ -67,6 +102,18 @@ def assert_utc_ms(value: datetime, what: str) -> None:
     assert value.tzinfo is not None and value.utcoffset() is not None, f"{what} {value!r} is naive"
     assert value.utcoffset() == UTC.utcoffset(value), f"{what} {value.isoformat()} is not in UTC"
     assert value.microsecond % 1000 == 0, f"{what} {value.isoformat()} has sub-millisecond digits"
+
+
+def clock_past(stamp: datetime) -> None:
+    """Wait until the millisecond clock reads later than ``stamp``.
+
+    A write stamps ``updated_at`` with the current millisecond, so after this
+    wait a read or a refused write that wrongly moves ``updated_at`` always
+    shows (the stamp it leaves is no longer ``stamp``). Checks wait instead of
+    hoping the clock ticks, so they fail every time, never "flakily".
+    """
+    while utc_now() <= stamp:
+        time.sleep(0.0002)
 
 
 def _stamp_ok(expected: datetime | Window, actual: datetime) -> bool:

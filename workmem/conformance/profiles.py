@@ -1,7 +1,7 @@
 """How hard the conformance suite tries: the ``quick``, ``ci`` and ``thorough`` profiles.
 
-A profile sets the Hypothesis example and step counts and how many rounds the
-concurrency checks race. ``ci`` is derandomized so a CI run is reproducible and
+A profile sets the Hypothesis example and step counts, how many rounds the
+concurrency checks race and how long failures are shrunk. ``ci`` is derandomized so a CI run is reproducible and
 sized so the whole suite stays under a minute against an in-process backend.
 """
 
@@ -35,7 +35,9 @@ class Profile:
     derandomize: bool
     """Whether Hypothesis runs a fixed, reproducible sequence of examples."""
     shrink_seconds: int
-    """How long Hypothesis may shrink one failure (a remote backend makes each try slow)."""
+    """How long Hypothesis may shrink one failure (a remote backend makes each try slow); 0: not at all."""
+    shrink_total_seconds: int | None = None
+    """How long a whole ``run()`` may spend on failing checks before later failures go unshrunk; ``None``: no cap."""
 
     def settings(self, *, max_examples: int | None = None, steps: int | None = None) -> settings:
         """Hypothesis settings of this profile; no example database, no deadline (remote backends are slow)."""
@@ -48,29 +50,51 @@ class Profile:
             deadline=None,
             database=None,
             print_blob=False,
-            phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+            phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+            + ((Phase.shrink,) if self.shrink_seconds > 0 else ()),
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
             report_multiple_bugs=False,
         )
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile("quick", 8, 10, 15, race_rounds=1, derandomize=False, shrink_seconds=10),
-    "ci": Profile("ci", 25, 40, 30, race_rounds=3, derandomize=True, shrink_seconds=30),
+    "quick": Profile("quick", 8, 10, 15, race_rounds=1, derandomize=False, shrink_seconds=5, shrink_total_seconds=15),
+    "ci": Profile("ci", 25, 40, 30, race_rounds=3, derandomize=True, shrink_seconds=5, shrink_total_seconds=20),
     "thorough": Profile("thorough", 200, 300, 60, race_rounds=10, derandomize=False, shrink_seconds=120),
 }
-"""name -> profile; the positional numbers are max_examples, stateful_examples, stateful_steps."""
+"""name -> profile; the positional numbers are max_examples, stateful_examples, stateful_steps.
+
+``ci`` shrinks each failure for at most 5 s and a whole run for about 20 s, so
+that a run against a failing adapter still ends within a minute; ``thorough``
+shrinks each failure for up to two minutes.
+"""
+
+
+_SLOW_SHRINK_WARNING = "WARNING: Hypothesis has spent more than five minutes working to shrink"
 
 
 @contextmanager
 def shrink_budget(seconds: int) -> Iterator[None]:
-    """Limit Hypothesis's shrinking time (a module constant Hypothesis documents as monkeypatchable)."""
+    """Limit Hypothesis's shrinking time (a module constant Hypothesis documents as monkeypatchable).
+
+    When the budget runs out Hypothesis prints that it spent "more than five
+    minutes" shrinking and asks for a bug report; that is our own limit, not
+    slow shrinking, so the warning is dropped (the failure is reported as usual).
+    """
     from hypothesis.internal.conjecture import engine
+    from hypothesis.reporting import current_reporter, with_reporter
+
+    outer = current_reporter()
+
+    def reporter(value: object) -> None:
+        if not (isinstance(value, str) and value.startswith(_SLOW_SHRINK_WARNING)):
+            outer(value)
 
     saved = engine.MAX_SHRINKING_SECONDS
     engine.MAX_SHRINKING_SECONDS = seconds
     try:
-        yield
+        with with_reporter(reporter):
+            yield
     finally:
         engine.MAX_SHRINKING_SECONDS = saved
 

@@ -15,13 +15,13 @@ from typing import Any
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from workmem.errors import ThreadOwnershipError
+from workmem.errors import ThreadOwnershipError, WorkmemError
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 
 from .checks import CheckContext, check
-from .expect import assert_utc_ms, json_equal
+from .expect import assert_utc_ms, clock_past, json_difference, json_equal
 from .model import model_merge_patch
 from .strategies import STAMPS, json_objects, json_values, patches, small_json, valid_text
 
@@ -243,6 +243,63 @@ def round_trip_text(ctx: CheckContext) -> None:
     prop()
 
 
+def _same_json(expected: Any, actual: Any, what: str) -> None:
+    difference = json_difference(expected, actual)
+    assert difference is None, f"{what}: {difference}"
+
+
+NUMBERS: dict[str, Any] = {
+    "one": 1,
+    "zero": 0,
+    "minus": -7,
+    "max": 2**53 - 1,
+    "half": 0.5,
+    "two": 2.0,
+    "list": [1, 2.5, {"n": -3, "m": [0]}],
+}
+"""Integers (which must read back as integers) beside floats (an integral one may read back as an integer)."""
+
+
+def _number_kinds(ctx: CheckContext) -> None:
+    """Every way a JSON value is written and read keeps an integer an integer."""
+    writer, reader = ctx.storage, ctx.open()
+    p = ctx.prefix()
+    rid, tid, made, saved = p + "r", p + "t", p + "made", p + "saved"
+    patch = {"n": NUMBERS}
+    writer.update_resource(rid, metadata=NUMBERS)
+    writer.save_resource(Resource(saved, metadata=NUMBERS, created_at=STAMPS[0], updated_at=STAMPS[0]))
+    writer.save_thread(Thread(tid, rid, metadata=NUMBERS))
+    writer.create_thread(Thread(made, rid, metadata={"first": 1}, created_at=STAMPS[0], updated_at=STAMPS[0]))
+    writer.update_thread(made, metadata=NUMBERS)
+    returned = {
+        "resource scope": writer.merge_working_memory(patch, scope="resource", resource_id=rid),
+        "thread scope": writer.merge_working_memory(patch, scope="thread", thread_id=tid),
+    }
+    for scope, doc in returned.items():
+        _same_json(patch, doc, f"the document merge_working_memory returned ({scope})")
+    for who, storage in (("the writing connection", writer), ("another connection", reader)):
+        resource, other, thread, updated = (
+            storage.get_resource(rid),
+            storage.get_resource(saved),
+            storage.get_thread(tid),
+            storage.get_thread(made),
+        )
+        assert resource and other and thread and updated, "a record written is missing"
+        _same_json(NUMBERS, resource.metadata, f"update_resource metadata read by {who}")
+        _same_json(NUMBERS, other.metadata, f"save_resource metadata read by {who}")
+        meta = dict(thread.metadata or {})
+        stored = meta.pop("workingMemory", None)
+        _same_json(NUMBERS, meta, f"save_thread metadata read by {who}")
+        _same_json({"first": 1, **NUMBERS}, updated.metadata, f"update_thread metadata read by {who}")
+        listed = {t.id: t.metadata for t in storage.list_threads(rid).threads}
+        _same_json({"first": 1, **NUMBERS}, listed.get(made), f"update_thread metadata listed by {who}")
+        assert isinstance(stored, str), f"thread working memory read by {who} is {stored!r}"
+        _same_json(patch, json.loads(stored), f"merged thread working memory in the thread's metadata ({who})")
+        for scope, ids in (("resource", {"resource_id": rid}), ("thread", {"thread_id": tid})):
+            text = storage.get_working_memory(scope=scope, **ids)  # type: ignore[arg-type]
+            _same_json(patch, _parsed(text), f"merged working memory ({scope} scope) read by {who}")
+
+
 @check("round_trip_json", "arbitrary nested JSON metadata and merged documents come back equal")
 def round_trip_json(ctx: CheckContext) -> None:
     writer, reader = ctx.storage, ctx.open()
@@ -269,14 +326,18 @@ def round_trip_json(ctx: CheckContext) -> None:
         writer.save_thread(Thread(p + "t", p + "r", metadata=meta))
         merged = writer.merge_working_memory({"doc": doc}, scope="resource", resource_id=p + "r")
         resource, thread = reader.get_resource(p + "r"), reader.get_thread(p + "t")
-        assert resource is not None and json_equal(meta, resource.metadata), f"{meta!r} came back as {resource!r}"
-        assert thread is not None and json_equal(meta, thread.metadata), f"{meta!r} came back as {thread!r}"
+        assert resource is not None and thread is not None, "a record written is missing"
+        _same_json(meta, resource.metadata, "update_resource metadata read by get_resource")
+        _same_json(meta, thread.metadata, "save_thread metadata read by get_thread")
         listed = reader.list_threads(p + "r").threads
-        assert len(listed) == 1 and json_equal(meta, listed[0].metadata), f"list_threads gave {listed!r}"
+        assert len(listed) == 1, f"list_threads gave {listed!r}"
+        _same_json(meta, listed[0].metadata, "save_thread metadata read by list_threads")
         stored = _parsed(reader.get_working_memory(scope="resource", resource_id=p + "r"))
         want = model_merge_patch({}, {"doc": doc})
-        assert json_equal(want, merged) and json_equal(want, stored), f"merged {doc!r}: got {merged!r} / {stored!r}"
+        _same_json(want, merged, "the document merge_working_memory returned")
+        _same_json(want, stored, "the merged working memory read by get_working_memory")
 
+    _number_kinds(ctx)
     trip(extremes, {k: v for k, v in extremes.items() if k != "deep"})  # a patch nests one level deeper
 
     @_prop(ctx, meta=json_objects(max_leaves=30), doc=json_values(max_leaves=30))
@@ -394,6 +455,73 @@ def timestamps(ctx: CheckContext) -> None:
     assert reread == again and (reread.created_at, reread.updated_at) == (STAMPS[1], STAMPS[2]), (
         f"save_resource did not store the given timestamps: {reread!r}"
     )
+    _reads_and_refusals_keep_updated_at(ctx)
+
+
+def _reads_and_refusals_keep_updated_at(ctx: CheckContext) -> None:
+    """Reads and refused writes leave updated_at alone, checked once the clock is past the last write's ms."""
+    storage, other = ctx.storage, ctx.open()
+    p = ctx.prefix()
+    rid, tid, stranger = p + "r", p + "t", p + "stranger"
+    # stored memory that is JSON but no object, so that merges into it are refused
+    written = {
+        "resource": storage.update_resource(rid, working_memory="[1]", metadata={"m": 1}).updated_at,
+        "thread": storage.save_thread(Thread(tid, rid, "t", {"workingMemory": "null"})).updated_at,
+    }
+    clock_past(max(written.values()))  # from here on, "now" differs from both stamps
+
+    def stamp(kind: str) -> datetime:
+        record = other.get_resource(rid) if kind == "resource" else other.get_thread(tid)
+        assert record is not None, f"the {kind} is missing"
+        return record.updated_at
+
+    def unmoved(what: str) -> None:
+        for kind, want in written.items():
+            got = stamp(kind)
+            assert got == want, (
+                f"{what} moved the {kind}'s updated_at from {want.isoformat()} to {got.isoformat()}: "
+                "a read or a refused write must change nothing"
+            )
+
+    unmoved("get_resource / get_thread")  # the reads this check looks with come first
+    unmoved("get_resource / get_thread (read twice)")
+    thr: dict[str, Any] = {"scope": "thread", "thread_id": tid}
+    foreign = {**thr, "resource_id": stranger}
+    res: dict[str, Any] = {"scope": "resource", "resource_id": rid}
+    reads: list[tuple[str, Callable[[], object]]] = [
+        ("get_thread(resource_id=owner)", lambda: storage.get_thread(tid, resource_id=rid)),
+        ("get_thread(resource_id=another)", lambda: storage.get_thread(tid, resource_id=stranger)),
+        ("get_working_memory(scope='resource')", lambda: storage.get_working_memory(**res)),
+        ("get_working_memory(scope='thread')", lambda: storage.get_working_memory(**thr)),
+        ("get_working_memory(scope='thread', owner)", lambda: storage.get_working_memory(**thr, resource_id=rid)),
+        ("list_threads", lambda: storage.list_threads(rid)),
+        ("list_threads(order_by='updated_at')", lambda: storage.list_threads(rid, order_by="updated_at")),
+    ]
+    for what, call in reads:
+        call()
+        unmoved(what)
+    refused: list[tuple[str, Callable[[], object]]] = [
+        ("merge_working_memory into resource memory '[1]'", lambda: storage.merge_working_memory({"a": 1}, **res)),
+        ("merge_working_memory into thread memory 'null'", lambda: storage.merge_working_memory({"a": 1}, **thr)),
+        ("merge_working_memory with a NaN", lambda: storage.merge_working_memory({"a": float("nan")}, **res)),
+        ("merge_working_memory as another owner", lambda: storage.merge_working_memory({}, **foreign)),
+        ("set_working_memory as another owner", lambda: storage.set_working_memory("x", **foreign)),
+        ("get_working_memory as another owner", lambda: storage.get_working_memory(**foreign)),
+        ("set_working_memory with a NUL", lambda: storage.set_working_memory("a\x00", **res)),
+        ("set_working_memory with a NUL (thread)", lambda: storage.set_working_memory("a\x00", **thr)),
+        ("update_resource with a NaN", lambda: storage.update_resource(rid, metadata={"x": float("nan")})),
+        ("update_thread with a NUL title", lambda: storage.update_thread(tid, title="a\x00")),
+        ("save_thread with another owner", lambda: storage.save_thread(Thread(tid, stranger, "stolen"))),
+        ("create_thread of an existing id", lambda: storage.create_thread(Thread(tid, rid, "again"))),
+    ]
+    for what, call in refused:
+        try:
+            call()
+        except WorkmemError:
+            pass
+        else:
+            raise AssertionError(f"{what} succeeded; it must raise")
+        unmoved(f"{what} (refused)")
 
 
 # -- pagination -----------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
@@ -22,8 +24,34 @@ Progress = Callable[[Check, CheckResult | None], None]
 """Called with ``(check, None)`` when a check starts and ``(check, result)`` when it ends."""
 
 
+FLAKY_NOTE = (
+    "The adapter broke the contract as shown below, but the same steps passed when Hypothesis replayed them: "
+    "the adapter's behaviour depends on timing or on state outside the example. This is a failure of the adapter; "
+    "the first failure is the one to read."
+)
+
+
+def _is_flaky(exc: BaseException) -> bool:
+    try:
+        from hypothesis.errors import Flaky
+    except ImportError:  # pragma: no cover - the checks need Hypothesis
+        return False
+    return isinstance(exc, Flaky)
+
+
 def describe_failure(exc: BaseException) -> str:
-    """The exception, its notes (Hypothesis puts the falsifying example there) and any sub-exceptions."""
+    """The exception, its notes (Hypothesis puts the falsifying example there) and any sub-exceptions.
+
+    A failure Hypothesis could not reproduce on replay ("Flaky") is still the
+    adapter's failure: its description says so first, then shows what failed.
+    """
+    if _is_flaky(exc):
+        found = [sub for sub in getattr(exc, "exceptions", ()) if not _is_flaky(sub)]
+        lines = [FLAKY_NOTE] + [describe_failure(sub) for sub in found]
+        lines += [str(n) for n in getattr(exc, "__notes__", ())]
+        lines.append(f"(Hypothesis: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        text = "\n".join(lines)
+        return text if len(text) <= MAX_REASON else text[: MAX_REASON - 20] + "\n... (truncated)"
     lines = [f"{type(exc).__name__}: {exc}".rstrip()]
     lines += [str(n) for n in getattr(exc, "__notes__", ())]
     if isinstance(exc, BaseExceptionGroup):
@@ -119,10 +147,16 @@ def run(
     cls = type(target_obj.open())
     target_obj.close_all()
     results: list[CheckResult] = []
+    budget: float | None = chosen.shrink_total_seconds
     for one in checks:
         if progress is not None:
             progress(one, None)
-        result = _execute(one, target_obj, chosen, xfails.get(one.name))
+        sized = chosen
+        if budget is not None:  # what failed checks have not used up of the run's shrinking time
+            sized = dataclasses.replace(chosen, shrink_seconds=max(0, min(chosen.shrink_seconds, math.floor(budget))))
+        result = _execute(one, target_obj, sized, xfails.get(one.name))
+        if budget is not None and result.status in ("failed", "xfailed"):
+            budget -= result.duration_s
         results.append(result)
         if progress is not None:
             progress(one, result)

@@ -13,6 +13,7 @@ collide, scopes share ids and each example has a namespace of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, TypeVar
 
 from hypothesis import note
@@ -31,7 +32,7 @@ from workmem.records import UNSET, Resource, Thread, Unset
 from workmem.storage import MemoryStorage
 
 from .checks import CheckContext, check
-from .expect import Outcome, attempt, json_equal, record_mismatches, wm_matches
+from .expect import Outcome, attempt, clock_past, json_equal, record_mismatches, wm_matches
 from .model import Model, MResource, MThread, Window
 from .strategies import STAMPS, patches, small_objects, stored_texts, valid_text
 
@@ -75,7 +76,27 @@ class StorageMachine(RuleBasedStateMachine):
         self.current = 0
         self.model = Model()
         self.prefix = ctx.prefix()
+        self.written: datetime | None = None
         note(f"ids are prefixed with {self.prefix!r}")
+
+    def _attempt(self, call: Callable[[], T], *, writes: bool = False) -> tuple[Outcome, Window]:
+        """Run one operation; after one that ``writes`` (succeeding or not), wait for the clock to pass it.
+
+        So no operation ever runs in the millisecond of an earlier write: a
+        stamp set to "now" later (by a read or a refused write that wrongly
+        moves ``updated_at``) never equals one already stored, and the bug
+        fails the same step in every run and on replay, however fast the backend.
+        """
+        self._settle()
+        outcome, window = attempt(call)
+        if writes:
+            self.written = window.hi
+        return outcome, window
+
+    def _settle(self) -> None:
+        if self.written is not None:
+            clock_past(self.written)
+            self.written = None
 
     @property
     def storage(self) -> MemoryStorage:
@@ -122,7 +143,7 @@ class StorageMachine(RuleBasedStateMachine):
     @rule(r=_rid)
     def get_resource(self, r: str) -> None:
         rid = self.prefix + r
-        actual, _ = attempt(lambda: self.storage.get_resource(rid))
+        actual, _ = self._attempt(lambda: self.storage.get_resource(rid))
         expected = _model(lambda: self.model.get_resource(rid))
         if self._agree(f"get_resource({rid!r})", actual, expected):
             self._same_record(expected.value, actual.value)
@@ -139,7 +160,7 @@ class StorageMachine(RuleBasedStateMachine):
     ) -> None:
         rid = self.prefix + r
         record = Resource(rid, wm, metadata, created, updated)
-        actual, _ = attempt(lambda: self.storage.save_resource(record))
+        actual, _ = self._attempt(lambda: self.storage.save_resource(record), writes=True)
         expected = _model(lambda: self.model.save_resource(rid, wm, metadata, record.created_at, record.updated_at))
         if self._agree(f"save_resource({record!r})", actual, expected):
             self._same_record(self.model.resources[rid], actual.value)
@@ -147,7 +168,9 @@ class StorageMachine(RuleBasedStateMachine):
     @rule(r=_rid, wm=st.just(UNSET) | st.none() | _wm_text, metadata=_meta_arg)
     def update_resource(self, r: str, wm: str | Unset | None, metadata: dict[str, Any] | Unset | None) -> None:
         rid = self.prefix + r
-        actual, now = attempt(lambda: self.storage.update_resource(rid, working_memory=wm, metadata=metadata))
+        actual, now = self._attempt(
+            lambda: self.storage.update_resource(rid, working_memory=wm, metadata=metadata), writes=True
+        )
         expected = _model(lambda: self.model.update_resource(rid, now, working_memory=wm, metadata=metadata))
         if self._agree(f"update_resource({rid!r}, working_memory={wm!r}, metadata={metadata!r})", actual, expected):
             self._same_record(expected.value, actual.value)
@@ -157,7 +180,7 @@ class StorageMachine(RuleBasedStateMachine):
     @rule(t=_tid, owner=st.none() | _rid)
     def get_thread(self, t: str, owner: str | None) -> None:
         tid, rid = self.prefix + t, self.p(owner)
-        actual, _ = attempt(lambda: self.storage.get_thread(tid, resource_id=rid))
+        actual, _ = self._attempt(lambda: self.storage.get_thread(tid, resource_id=rid))
         expected = _model(lambda: self.model.get_thread(tid, rid))
         if self._agree(f"get_thread({tid!r}, resource_id={rid!r})", actual, expected):
             self._same_record(expected.value, actual.value)
@@ -168,7 +191,7 @@ class StorageMachine(RuleBasedStateMachine):
     ) -> None:
         record = Thread(self.prefix + t, self.prefix + r, title, metadata, created, updated)
         mine = MThread(record.id, record.resource_id, title, metadata, record.created_at, record.updated_at)
-        actual, now = attempt(lambda: self.storage.save_thread(record))
+        actual, now = self._attempt(lambda: self.storage.save_thread(record), writes=True)
         expected = _model(lambda: self.model.save_thread(mine, now))
         if self._agree(f"save_thread({record!r})", actual, expected):
             self._same_record(expected.value, actual.value)
@@ -176,7 +199,9 @@ class StorageMachine(RuleBasedStateMachine):
     @rule(t=_tid, title=st.just(UNSET) | _rarely("nul\x00title", _titles), metadata=_meta_arg)
     def update_thread(self, t: str, title: str | Unset, metadata: dict[str, Any] | Unset | None) -> None:
         tid = self.prefix + t
-        actual, now = attempt(lambda: self.storage.update_thread(tid, title=title, metadata=metadata))
+        actual, now = self._attempt(
+            lambda: self.storage.update_thread(tid, title=title, metadata=metadata), writes=True
+        )
         expected = _model(lambda: self.model.update_thread(tid, now, title, metadata))
         if self._agree(f"update_thread({tid!r}, title={title!r}, metadata={metadata!r})", actual, expected):
             self._same_record(expected.value, actual.value)
@@ -184,7 +209,7 @@ class StorageMachine(RuleBasedStateMachine):
     @rule(t=_tid)
     def delete_thread(self, t: str) -> None:
         tid = self.prefix + t
-        actual, _ = attempt(lambda: self.storage.delete_thread(tid))
+        actual, _ = self._attempt(lambda: self.storage.delete_thread(tid), writes=True)
         expected = _model(lambda: self.model.delete_thread(tid))
         if self._agree(f"delete_thread({tid!r})", actual, expected):
             assert actual.value is expected.value, f"delete_thread({tid!r}) returned {actual.value!r}"
@@ -200,7 +225,7 @@ class StorageMachine(RuleBasedStateMachine):
         rid = self.prefix + r
         args = f"page={page!r}, per_page={per_page!r}, order_by={order_by!r}, direction={direction!r}"
         call = f"list_threads({rid!r}, {args})"
-        actual, _ = attempt(
+        actual, _ = self._attempt(
             lambda: self.storage.list_threads(rid, page=page, per_page=per_page, order_by=order_by, direction=direction)
         )
         expected = _model(lambda: self.model.list_threads(rid, page, per_page, order_by, direction))
@@ -225,19 +250,19 @@ class StorageMachine(RuleBasedStateMachine):
         first = "" if op == "get" else f"{arg!r}, "
         call = f"{op}_working_memory({first}scope={scope!r}, resource_id={rid!r}, thread_id={tid!r})"
         if op == "get":
-            actual, _ = attempt(lambda: self.storage.get_working_memory(**ids))
+            actual, _ = self._attempt(lambda: self.storage.get_working_memory(**ids))
             expected = _model(lambda: self.model.get_working_memory(scope, rid, tid))
             if self._agree(call, actual, expected):
                 assert wm_matches(expected.value, actual.value), (
                     f"{call}: expected {expected.value!r}, got {actual.value!r}"
                 )
         elif op == "set":
-            actual, now = attempt(lambda: self.storage.set_working_memory(arg, **ids))
+            actual, now = self._attempt(lambda: self.storage.set_working_memory(arg, **ids), writes=True)
             expected = _model(lambda: self.model.set_working_memory(arg, scope, rid, tid, now))
             if self._agree(call, actual, expected):
                 assert actual.value is None, f"{call} returned {actual.value!r}, not None"
         else:
-            actual, now = attempt(lambda: self.storage.merge_working_memory(arg, **ids))
+            actual, now = self._attempt(lambda: self.storage.merge_working_memory(arg, **ids), writes=True)
             expected = _model(lambda: self.model.merge_working_memory(arg, scope, rid, tid, now))
             if self._agree(call, actual, expected):
                 assert json_equal(expected.value, actual.value), (
@@ -290,6 +315,7 @@ class StorageMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_record_matches_the_model(self) -> None:
+        self._settle()  # the reads below never share a millisecond with a write
         reader = self.conns[0]
         for r in RIDS:
             rid = self.prefix + r
