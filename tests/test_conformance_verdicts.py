@@ -104,6 +104,14 @@ def test_ci_without_shrinking_leaves_out_the_shrink_phase() -> None:
     assert ci.shrink_seconds <= 5 and ci.shrink_total_seconds is not None and ci.shrink_total_seconds <= 20
 
 
+def test_ci_shrinks_a_slow_to_shrink_failure_for_seconds_not_half_a_minute() -> None:
+    # has_more off by one needs a long sequence of steps to show: the state machine used to shrink it for 30 s
+    report = run(_factory(OffByOnePages), profile="ci", only=["stateful"])
+    (result,) = report.checks
+    assert result.status == "failed" and "has_more" in (result.reason or ""), result.reason
+    assert result.duration_s < 20, f"the failing stateful check took {result.duration_s:.0f} s"
+
+
 class FailsEverywhere(IntsBecomeFloats, OffByOnePages, UnstableTies, ReadMovesUpdatedAt):
     """Integers as floats, has_more off by one, unstable ties, reads that move updated_at."""
 

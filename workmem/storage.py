@@ -182,7 +182,16 @@ class MemoryStorage(ABC):
 
     Instances are thread-safe and usable as context managers (``close()`` on exit).
     Every method validates its input before it writes anything and raises
-    :class:`~workmem.errors.ValidationError` on bad input.
+    :class:`~workmem.errors.ValidationError` on bad input. Reads change nothing
+    (``updated_at`` included), and neither does a refused call (a
+    ``ValidationError``, ``WorkingMemoryFormatError``, ``ThreadOwnershipError``
+    or ``ThreadExistsError``).
+
+    JSON numbers keep their kind: an ``int`` written (in metadata or a merged
+    document) reads back as an ``int`` on every backend, never as ``1.0``; a
+    ``float`` reads back as an equal number, and one with an integral value
+    (``2.0``) may read back as the ``int`` ``2`` (JavaScript readers, Mastra
+    among them, cannot tell the two apart).
 
     An adapter maps its driver's failures onto :mod:`workmem.errors`, the driver's
     exception as ``__cause__``: :class:`~workmem.errors.BackendUnavailableError`
@@ -273,7 +282,11 @@ class MemoryStorage(ABC):
 
     @abstractmethod
     def delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread; ``True`` if it existed. Idempotent."""
+        """Delete the thread; ``True`` if it existed. Idempotent.
+
+        Its working memory goes with it: a thread created later under the same
+        id (by any owner) starts without working memory.
+        """
 
     @abstractmethod
     def list_threads(
@@ -343,9 +356,11 @@ class MemoryStorage(ABC):
     ) -> dict[str, Any]:
         """Apply an RFC 7396 merge patch to the stored JSON object; return the merged document. Atomic.
 
-        Missing or blank working memory counts as ``{}``. Stored text that is not
-        a JSON object raises :class:`~workmem.errors.WorkingMemoryFormatError`
-        and changes nothing. Scopes and ownership as in :meth:`set_working_memory`.
+        Missing or blank (empty or only whitespace) working memory counts as
+        ``{}``. Stored text that is not a JSON object (``null``, ``[]``, ``0``
+        and ``""`` included) raises :class:`~workmem.errors.WorkingMemoryFormatError`
+        and changes nothing, ``updated_at`` included. Scopes and ownership as in
+        :meth:`set_working_memory`.
         """
 
     # -- lifecycle -----------------------------------------------------------------
