@@ -13,6 +13,7 @@ temporary folder (or ``memory://`` when the libSQL adapter is not available).
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import faulthandler
 import importlib
@@ -23,11 +24,11 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import Any, TextIO
 
 import workmem
 from workmem.conformance.target import masked
@@ -148,22 +149,33 @@ def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 class _Interrupt:
-    """Ctrl-C that cannot be lost: remembered when the ``KeyboardInterrupt`` it raised was swallowed.
+    """Ctrl-C that is never lost, even when Python drops the ``KeyboardInterrupt`` it raised.
 
     Python raises ``KeyboardInterrupt`` wherever the main thread is when the
-    signal is handled; inside a garbage-collector callback (Hypothesis installs
-    one) the exception is printed as "ignored" and the run goes on. The handler
-    also sets a flag, which :meth:`raise_if_pending` turns back into
-    ``KeyboardInterrupt`` between checks and after the run.
+    signal is handled. Inside a garbage-collector callback (Hypothesis installs
+    one) or a ``__del__`` the exception is dropped, printed as "Exception
+    ignored", and the run goes on. While this is entered, such a dropped
+    interrupt is not printed but delivered again a moment later
+    (``_thread.interrupt_main``), until it lands where it can stop the run;
+    :meth:`raise_if_pending` also raises it between checks.
     """
 
     def __init__(self) -> None:
         self._pending = False
-        self._previous: object = None
+        self._previous_handler: Any = None
+        self._previous_hook: Callable[[Any], object] | None = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self._pending = True
         raise KeyboardInterrupt
+
+    def _unraisable(self, unraisable: Any) -> None:
+        if self._pending and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            timer = threading.Timer(0.01, _thread.interrupt_main)
+            timer.daemon = True
+            timer.start()
+        elif self._previous_hook is not None:
+            self._previous_hook(unraisable)
 
     def raise_if_pending(self) -> None:
         if self._pending:
@@ -174,12 +186,14 @@ class _Interrupt:
             threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
         ):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous_handler = signal.signal(signal.SIGINT, self._handle)
+            self._previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            sys.unraisablehook = self._previous_hook or sys.__unraisablehook__
 
 
 @contextmanager
