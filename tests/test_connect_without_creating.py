@@ -101,6 +101,22 @@ def test_libsql_missing_tables_name_the_option(tmp_path: Path) -> None:
     assert not (tmp_path / "nothing-here.db").exists()
 
 
+@pytest.mark.backend("libsql")
+def test_libsql_create_false_leaves_no_file_behind(tmp_path: Path) -> None:
+    """A file that is not there is not made, not even empty: create=False and read-only Memory create nothing."""
+    for name, opener in (
+        ("plain.db", lambda url: workmem.connect(url, create=False)),
+        ("memory.db", lambda url: Memory(url, read_only=True)),
+    ):
+        path = tmp_path / name
+        for url in (f"file:{path}", str(path)):
+            with pytest.raises(MissingTablesError, match="create=False") as info:
+                opener(url)
+            assert "does not exist" in str(info.value) and str(path) in str(info.value)
+            assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- PostgreSQL: a SELECT-only role ---------------------------------------------------------------
 
 

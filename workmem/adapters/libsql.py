@@ -432,8 +432,14 @@ class LibSQLStorage(SqlStorage):
             raise ValidationError("read_only (mode=ro) opens a local database file, not :memory: or a server")
         self._read_only = read_only
         self._create = check_create(create) and not read_only  # a read-only file can have nothing created
-        self._target = database if self._path is None or not read_only else self._read_only_uri()
-        """What the driver opens: the path, ``:memory:``, a server URL, or a ``mode=ro`` URI."""
+        self._target = database
+        """What the driver opens: the path, ``:memory:``, a server URL, or a ``mode=ro`` / ``mode=rw`` URI."""
+        if self._path is not None and read_only:
+            self._target = self._read_only_uri()
+        elif self._path is not None and not self._create:  # SQLite would create a missing file: mode=rw does not
+            if not os.path.exists(self._path):
+                raise missing_tables(f"{self._url} ({database} does not exist)", self.dialect.required_tables())
+            self._target = f"file:{quote(self._path)}?mode=rw"
         self._last_look = 0.0  # when _look_for_foreign_sqlite last looked (time.monotonic())
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
