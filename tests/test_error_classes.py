@@ -40,6 +40,7 @@ from workmem import (
     Resource,
     StorageClosedError,
     Thread,
+    ValidationError,
     WorkmemError,
 )
 
@@ -233,6 +234,34 @@ def test_postgres_select_only_role_is_refused_not_unavailable() -> None:
         # the default connect() creates what is missing: refused for this role, as is a schema of its own
         assert _sqlstate(_refused(lambda: workmem.connect(reader_url))) == "42501"
         assert _sqlstate(_refused(lambda: workmem.connect(f"{reader_url}?schema=wm_mine"))) == "42501"
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_url_parameters_libpq_refuses_are_validation_errors() -> None:
+    """A URL libpq will not use (a bad port, an option value or name it does not know) is refused as the caller's input.
+
+    Never BackendUnavailableError: retrying such a URL can only fail the same way, forever.
+    """
+    with _pg_database() as (owner_url, _, _):
+        parts = urlsplit(owner_url)
+        password = "Tr0ub#dor3"
+        host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+        base = f"{parts.scheme}://{parts.username or 'postgres'}:{password}@{host}"
+        cases = {
+            f"{base}:{port}{parts.path}?sslmode=bogus": "sslmode",
+            f"{base}:{port}{parts.path}?target_session_attrs=bogus": "target_session_attrs",
+            f"{base}:{port}{parts.path}?keepalives=x": "keepalives",
+            f"{base}:{port}{parts.path}?bogus_option=1": "bogus_option",
+            f"{base}:{port}{parts.path}?connect_timeout=abc": "connect_timeout",
+            f"{base}:99999{parts.path}": "port",
+        }
+        for url, name in cases.items():
+            with pytest.raises(ValidationError, match=name) as info:
+                workmem.connect(url)
+            assert not isinstance(info.value, workmem.RETRYABLE_ERRORS), url
+            assert password not in str(info.value) and password not in repr(info.value.__cause__), url
+        with workmem.connect(f"{base}:{port}{parts.path}?sslmode=disable&keepalives=1") as storage:
+            assert storage.get_thread("t-1") is None  # the same URL with good values connects
 
 
 @pytest.mark.backend("postgres")

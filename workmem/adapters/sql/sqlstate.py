@@ -18,13 +18,25 @@ A connection the server closed at login with a ``FATAL`` message (a role or
 database that does not exist, a wrong password, no ``pg_hba.conf`` entry) is
 refused too, unless the message says the server is starting, shutting down,
 recovering or out of connection slots.
+
+A connection libpq will not even try because the URL is wrong (a port out of
+range, an option value or name it does not know: ``sslmode=bogus``,
+``keepalives=x``, ``?bogus=1``, ``connect_timeout=abc``) is the caller's input:
+:class:`ValidationError`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
-from workmem.errors import BackendBusyError, BackendRefusedError, BackendUnavailableError, WorkmemError
+from workmem.errors import (
+    BackendBusyError,
+    BackendRefusedError,
+    BackendUnavailableError,
+    ValidationError,
+    WorkmemError,
+)
 
 __all__ = ["error_kind"]
 
@@ -41,6 +53,11 @@ _TRANSIENT_FATAL: Final = (
     "terminating connection",
     "out of memory",
 )
+# libpq's (and psycopg's) words for a connection parameter it refuses before connecting
+_BAD_PARAMETER: Final = re.compile(
+    r'invalid (?:port number|integer value "[^"]*" for connection option|\w+ value: |URI query parameter'
+    r"|connection option)|bad value for connect_timeout"
+)
 
 
 def error_kind(sqlstate: str | None, message: str, *, connection_error: bool) -> type[WorkmemError]:
@@ -51,6 +68,8 @@ def error_kind(sqlstate: str | None, message: str, *, connection_error: bool) ->
     SQLSTATE means the server could not be reached or the connection was lost.
     """
     if sqlstate is None:
+        if _BAD_PARAMETER.search(message.partition("FATAL:")[0]):
+            return ValidationError  # the URL: libpq did not try to connect, and never will
         if not connection_error:
             return BackendRefusedError  # the driver refused the statement before sending it
         fatal = message.partition("FATAL:")[2].lower()
