@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from test_reliability_secrets import closed_port, echo_server, failure_of
 
@@ -41,3 +43,17 @@ def test_libsql_tls_mistakes_are_named(url: str, message: str) -> None:
 def test_libsql_http_scheme_with_tls_0_is_plain_http() -> None:
     exc = failure_of(f"libsql+http://127.0.0.1:{closed_port()}?tls=0")
     assert isinstance(exc, workmem.BackendUnavailableError), repr(exc)
+
+
+@pytest.mark.backend("libsql")
+def test_libsql_file_url_with_a_fragment_is_refused_as_libsql_client_refuses_it(tmp_path: Path) -> None:
+    """``file:agent.db#x``: SQLite reads ``#x`` as a fragment, @libsql/client refuses it; workmem must not open
+    (and create) a file named ``agent.db#x`` that a TypeScript agent given the same URL never finds."""
+    for url in (f"file:{tmp_path}/agent.db#x", f"file://{tmp_path}/agent.db#x", f"file:{tmp_path}/a#b.db?mode=ro"):
+        with pytest.raises(workmem.ValidationError, match="%23"):
+            workmem.connect(url)
+    assert list(tmp_path.iterdir()) == []
+    with workmem.connect(f"file:{tmp_path}/agent%23x.db") as storage:  # a '#' in the name, written as %23
+        assert storage.get_thread("t") is None
+    assert {p.name for p in tmp_path.iterdir()} <= {"agent#x.db", "agent#x.db-wal", "agent#x.db-shm"}
+    assert (tmp_path / "agent#x.db").exists()

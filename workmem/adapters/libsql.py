@@ -115,6 +115,10 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
     scheme = scheme_of(url)
     if scheme == "file":
         path, _, query = (url[5:] if url.lower().startswith("file:") else url).partition("?")
+        if "#" in path and url.lower().startswith("file:"):  # as @libsql/client: SQLite would drop it, not open it
+            raise ValidationError(
+                f"a file URL takes no #fragment ({url!r}); write a '#' in a file name as %23, or pass a plain path"
+            )
         if query:
             raise ValidationError("file URLs take no query parameters; pass options to connect()")
         if path.startswith("//"):
