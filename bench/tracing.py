@@ -114,7 +114,7 @@ def _postgres(ns: Namespace) -> Iterator[Counted]:
         connections.append(conn)
         return conn
 
-    # Patched while the storage is open: its pool connects in a background thread, maybe later.
+    # Patched while the storage is open: its pool connects when a call finds no idle connection.
     psycopg.Connection.connect = classmethod(connect)  # type: ignore[method-assign, assignment]
     try:
         with ns.connect(min_size=1, max_size=1) as storage:

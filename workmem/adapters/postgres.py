@@ -222,7 +222,7 @@ class PostgresStorage(SqlStorage):
 
     def _open_connection(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""
-        conn = self._psycopg.connect(self._conninfo, **self._connect_options)
+        conn = self._psycopg.Connection.connect(self._conninfo, **self._connect_options)
         try:
             _configure(conn)
         except BaseException:
