@@ -105,6 +105,7 @@ _UNAVAILABLE_MESSAGES = (
 _UNAVAILABLE_STATUSES = frozenset({"408", "429", "502", "503", "504"})
 """HTTP answers of a server (or its proxy) that cannot serve now."""
 _OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create"})
+_INF = float("inf")
 _URL_PARAMS = frozenset({"authToken", "tls"})
 
 
@@ -418,8 +419,8 @@ class LibSQLStorage(SqlStorage):
     ) -> None:
         super().__init__(SQLiteDialect())
         self._driver = import_driver("libsql", "libsql")
-        if not isinstance(busy_timeout, int | float) or busy_timeout < 0:
-            raise ValidationError(f"busy_timeout must be a number of seconds >= 0, not {busy_timeout!r}")
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or not 0 <= busy_timeout < _INF:
+            raise ValidationError(f"busy_timeout must be a finite number of seconds >= 0, not {busy_timeout!r}")
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise ValidationError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self._database = database

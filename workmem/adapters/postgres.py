@@ -59,6 +59,7 @@ __all__ = ["PostgresStorage", "parse_postgres_url"]
 
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 _OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema", "create"})
+_INF = float("inf")
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 
 
@@ -90,13 +91,15 @@ def _check_sizes(min_size: Any, max_size: Any, timeout: Any, connect_timeout: An
         raise ValidationError(f"min_size must be an int >= 0, not {min_size!r}")
     if not (type(max_size) is int and max_size >= max(min_size, 1)):
         raise ValidationError(f"max_size must be an int >= 1 and >= min_size ({min_size}), not {max_size!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ValidationError(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < _INF:
+        raise ValidationError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
     if connect_timeout is not None and (
-        isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) or not connect_timeout >= 0
+        isinstance(connect_timeout, bool)
+        or not isinstance(connect_timeout, int | float)
+        or not 0 <= connect_timeout < _INF
     ):
         raise ValidationError(
-            f"connect_timeout must be a number of seconds >= 0 (0: no limit), not {connect_timeout!r}"
+            f"connect_timeout must be a finite number of seconds >= 0 (0: no limit), not {connect_timeout!r}"
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
@@ -86,18 +87,37 @@ class UpstashSettings:
         token = token or os.environ.get(ENV_TOKEN)
         if not token:
             raise ValidationError(f"{mask_url(url)} needs a token: ?token=... or {ENV_TOKEN}")
-        try:
-            timeout = values.get("timeout", 30.0)
-            return cls(
-                rest_url=rest_url.rstrip("/"),
-                token=str(token),
-                prefix=str(values.get("prefix", "")),
-                retries=int(values.get("retries", 1)),
-                retry_interval=float(values.get("retry_interval", 3.0)),
-                timeout=None if timeout in (None, "", "none") else float(timeout),
-            )
-        except (TypeError, ValueError):
-            raise ValidationError("retries must be an int, retry_interval and timeout numbers of seconds") from None
+        prefix = values.get("prefix", "")
+        if not isinstance(prefix, str):
+            raise ValidationError(f"prefix must be a string, not {type(prefix).__name__}")
+        timeout = values.get("timeout", 30.0)
+        return cls(
+            rest_url=rest_url.rstrip("/"),
+            token=str(token),
+            prefix=prefix,
+            retries=int(_number(values, "retries", 1, integer=True)),
+            retry_interval=_number(values, "retry_interval", 3.0),
+            timeout=None if timeout in (None, "", "none") else _number(values, "timeout", 30.0, positive=True),
+        )
+
+
+def _number(
+    values: Mapping[str, Any], name: str, default: float, *, integer: bool = False, positive: bool = False
+) -> float:
+    """The option ``name``: a finite number (an int if ``integer``) >= 0 (> 0 if ``positive``), or text of one."""
+    value = values.get(name, default)
+    if isinstance(value, str):
+        with suppress(ValueError):  # else refused below, named
+            value = int(value) if integer else float(value)
+    kinds = int if integer else int | float
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, kinds)
+        or not ((value > 0 if positive else value >= 0) and value < float("inf"))
+    ):
+        what = "an int" if integer else "a finite number of seconds"
+        raise ValidationError(f"{name} must be {what} {'>' if positive else '>='} 0, not {value!r}")
+    return value
 
 
 class _NoScript(Exception):
