@@ -74,3 +74,15 @@ def test_insert_memory_message_is_idempotent(roles: list[str], content: str) -> 
     position = next(i for i, m in enumerate(once) if m.get("name") == "workmem")
     leading = next((i for i, role in enumerate(roles) if role not in ("system", "developer")), len(roles))
     assert position == leading
+
+
+def test_only_a_memory_with_the_tool_is_told_how_to_send_escapes() -> None:
+    """A read-only Memory has no tool: its message must not invite the model to send anything back."""
+    rid = f"r-{uuid.uuid4().hex}"
+    _template_memory.update_working_memory("R&B <fan>", resource_id=rid)
+    writable = _template_memory.system_message(resource_id=rid)
+    read_only = _read_only.system_message(resource_id=rid)
+    assert _read_only.tool_definition() is None
+    assert "send" in writable.lower() and "&amp;" in writable
+    assert "send" not in read_only.lower() and "&amp;" in read_only
+    assert _data_block(read_only) == _data_block(writable) == "R&amp;B &lt;fan&gt;"
