@@ -114,6 +114,16 @@ def test_register_refuses_to_clobber() -> None:
     assert type(workmem.connect("test-mem-alias://n")).__name__ == "InMemoryStorage"
 
 
+def test_register_refuses_a_scheme_no_url_can_have() -> None:
+    """A scheme with a space, ':' or '/' (or not starting with a letter) could never be reached by connect()."""
+    for scheme in ("has space", "my:db", "my/db", "1db", "-db", "db?", "mydb://"):
+        with pytest.raises(workmem.ValidationError, match="scheme"):
+            workmem.register(scheme, "workmem.adapters.memory:InMemoryStorage")
+        assert scheme.lower() not in workmem.known_schemes()
+    workmem.register("Test-Mem.Alias+2", "workmem.adapters.memory:InMemoryStorage", clobber=True)  # + - . too
+    assert type(workmem.connect("test-mem.alias+2://n")).__name__ == "InMemoryStorage"
+
+
 def test_core_imports_no_driver() -> None:
     import subprocess
     import sys

@@ -8,6 +8,7 @@ group of installed distributions.
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from workmem.urls import mask_url, scheme_of
 __all__ = ["ENTRY_POINT_GROUP", "AdapterSpec", "builtin_schemes", "connect", "known_schemes", "register", "resolve"]
 
 ENTRY_POINT_GROUP = "workmem.adapters"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,8 @@ def register(scheme: str, target: str, *, extra: str | None = None, clobber: boo
     """
     if not isinstance(scheme, str) or not scheme:
         raise ValidationError(f"scheme must be a non-empty str, not {scheme!r}")
+    if not _SCHEME.fullmatch(scheme):  # what a URL's scheme can be (RFC 3986), else connect() never finds it
+        raise ValidationError(f"scheme must be a letter, then letters, digits, '+', '-' or '.', not {scheme!r}")
     module_name, colon, class_name = target.partition(":") if isinstance(target, str) else ("", "", "")
     if not (colon and module_name and class_name):
         raise ValidationError(f"target must look like 'module:Class', not {target!r}")
