@@ -155,8 +155,8 @@ def test_postgres_select_only_role() -> None:
         _fill(owner_url)
         with psycopg.connect(owner_url, autocommit=True) as owner:
             owner.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
-        with pytest.raises(workmem.WorkmemError):  # the default connect() creates: refused for this role
-            workmem.connect(reader_url)
+        with pytest.raises(workmem.BackendRefusedError, match="create=False"):  # the default connect() creates:
+            workmem.connect(reader_url)  # refused for this role, and the error names the option that works
         with workmem.connect(reader_url, create=False) as storage:
             _read_only_memory_works(storage)
         with Memory(reader_url, read_only=True) as memory:  # a read-only Memory opened by URL creates nothing

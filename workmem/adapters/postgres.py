@@ -321,6 +321,8 @@ class PostgresStorage(SqlStorage):
             conn.execute("COMMIT")
         except self._psycopg.Error as exc:
             error = self._error(exc)
+            if create and getattr(exc, "sqlstate", None) == "42501":  # insufficient privilege: say what to do
+                error.args = (f"{error}; a role that may not create tables connects with create=False",)
             raise error from error.__cause__
 
     def close(self) -> None:
