@@ -177,6 +177,10 @@ def _pg_cases(secret: str) -> dict[str, tuple[str, dict[str, Any]]]:
         "wrong host": (f"postgresql://u:{enc}@127.0.0.2:{port}/postgres", {"connect_timeout": 2}),
         "no such user on the local server": (f"postgresql://{nobody}:{enc}@127.0.0.1:5432/postgres", {}),
         "password as a query parameter": (f"postgresql://u@127.0.0.1:{port}/db?password={enc}", {"connect_timeout": 2}),
+        "sslpassword (libpq's client key passphrase)": (
+            f"postgresql://u@127.0.0.1:{port}/db?sslpassword={enc}",
+            {"connect_timeout": 2},
+        ),
         "port not a number": (f"postgresql://u:{enc}@127.0.0.1:notaport/postgres", {}),
         "port out of range": (f"postgresql://u:{enc}@127.0.0.1:99999/postgres", {}),
         "bad percent-encoding next to it": (f"postgresql://u:{enc}%zz@127.0.0.1:{port}/postgres", {}),
@@ -208,6 +212,10 @@ def test_postgres_storage_repr_hides_the_password(leaks: Callable[..., None]) ->
         assert with_password != url
         with workmem.connect(with_password) as storage:
             storage.save_resource(workmem.Resource("r", "wm"))
+            leaks(secret, storage=storage)
+        # libpq's sslpassword (the client key's passphrase) is a secret too; without SSL libpq ignores it
+        with workmem.connect(f"{url}&sslmode=disable&sslpassword={quote(secret, safe='')}") as storage:
+            storage.get_resource("r")
             leaks(secret, storage=storage)
 
 
@@ -276,6 +284,11 @@ def _mongo_cases(secret: str) -> dict[str, str]:
         "unescaped @ in the password": f"mongodb://u:{secret.split('/')[0]}@x@127.0.0.1:{port}/db?{fast}",
         "bad option": f"mongodb://u:{enc}@127.0.0.1:{port}/db?{fast}&tls=maybe",
         "empty host": f"mongodb://u:{enc}@/db",
+        "an AWS session token in authMechanismProperties": (
+            f"mongodb://127.0.0.1:{port}/db?{fast}&authMechanism=MONGODB-AWS"
+            f"&authMechanismProperties=AWS_SESSION_TOKEN:{enc}"
+        ),
+        "the TLS client key's password": f"mongodb://127.0.0.1:{port}/db?{fast}&tlsCertificateKeyFilePassword={enc}",
     }
 
 

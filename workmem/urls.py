@@ -42,7 +42,18 @@ __all__ = [
     "url_secrets",
 ]
 
-SECRET_QUERY_KEYS = frozenset({"password", "pass", "pwd", "token", "authtoken", "auth_token", "secret", "apikey"})
+SECRET_QUERY_KEYS = frozenset(
+    {
+        *("password", "pass", "pwd", "token", "authtoken", "auth_token", "secret", "apikey", "access_token"),
+        "sslpassword",  # libpq: the passphrase of the client's SSL key
+        "tlscertificatekeyfilepassword",  # MongoDB: the same
+        "authmechanismproperties",  # MongoDB: may hold AWS_SESSION_TOKEN:<token>
+        "wallet_password",  # python-oracledb
+    }
+)
+"""Query parameters whose whole value is masked (compared lower-cased)."""
+_SECRET_PROPERTY = re.compile(r"(?:^|,)[^:,]*(?:TOKEN|SECRET|PASSWORD)[^:,]*:([^,]*)", re.IGNORECASE)
+"""Inside a MongoDB ``authMechanismProperties`` value: the value of a property such as ``AWS_SESSION_TOKEN``."""
 MASK = "***"
 
 
@@ -123,7 +134,11 @@ def url_secrets(url: str) -> list[str]:
     """Every secret in ``url``: its password and secret query values, as written and decoded both ways."""
     info = split_userinfo(url)
     raw = [info.password] if info.password else []
-    raw += [value for key, value in query_pairs(info.rest.partition("?")[2]) if key.lower() in SECRET_QUERY_KEYS]
+    for key, value in query_pairs(info.rest.partition("?")[2]):
+        if key.lower() in SECRET_QUERY_KEYS:
+            raw.append(value)
+            if key.lower() == "authmechanismproperties":  # a driver may show the token alone
+                raw += [match.group(1) for match in _SECRET_PROPERTY.finditer(unquote_plus(value))]
     found: list[str] = []
     for secret in raw:
         for form in (secret, unquote(secret), unquote_plus(secret)):
