@@ -165,6 +165,13 @@ def test_unwritable_json_path_fails_before_the_run(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_empty_json_path_is_refused_not_ignored() -> None:
+    """``--json ''`` (an unset shell variable) must not run the suite and silently write no report."""
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["conformance", "memory://", "--profile", "quick", "--json", ""], out=out, err=err) == 2
+    assert "--json" in err.getvalue() and "backend:" not in out.getvalue() + err.getvalue()
+
+
 def test_json_path_check_leaves_no_file_behind_when_the_suite_cannot_run(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     assert main(["conformance", "nosuchscheme://x", "--json", str(out)], out=io.StringIO(), err=io.StringIO()) == 2

@@ -97,6 +97,8 @@ def _argument_error(args: argparse.Namespace) -> str | None:
         unknown = [name for name in args.check if name not in names]
         if unknown:
             return f"unknown check(s) {', '.join(map(repr, unknown))}; valid checks: {', '.join(names)}"
+    if args.json_file is not None and not args.json_file.strip():
+        return "--json needs a file name ('-': standard output), not an empty one"
     if args.json_file and args.json_file != "-":
         path = Path(args.json_file)
         existed = path.exists()
