@@ -20,10 +20,10 @@
 //   memory.getWorkingMemory {config, threadId, resourceId}; memory.getWorkingMemoryTemplate {config}.
 //   memory.createThread {config, threadId, resourceId, title?, metadata?}; memory.getThreadById.
 //   libsql.execute {url, sql, args}: one statement through @libsql/client.
-//   libsql.appendKeys {url, resourceId, prefix, count}: `count` read-modify-write transactions,
+//   libsql.appendKeys {url, resourceId, prefix, count, pauseMs?}: `count` read-modify-write transactions,
 //     each reading the resource's working memory JSON, adding key `${prefix}${i}` and
-//     incrementing `${prefix}count`, retried on SQLITE_BUSY (the cross-process test's writer); returns
-//     {count, retries}.
+//     incrementing `${prefix}count`, retried on SQLITE_BUSY, `pauseMs` apart (the cross-process
+//     test's writer); returns {count, retries}.
 // config (Memory's working-memory options): {scope: "resource"|"thread", template?, schema?}.
 
 import { Memory } from "@mastra/memory";
@@ -116,7 +116,7 @@ function isBusy(error) {
   return /SQLITE_BUSY|database is locked/i.test(text);
 }
 
-async function appendKeys({ url, resourceId, prefix, count }) {
+async function appendKeys({ url, resourceId, prefix, count, pauseMs = 0 }) {
   const client = libsqlClient(url);
   let retries = 0;
   for (let i = 0; i < count; i++) {
@@ -136,6 +136,7 @@ async function appendKeys({ url, resourceId, prefix, count }) {
           args: [JSON.stringify(data), resourceId],
         });
         await tx.commit();
+        if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs));
         break;
       } catch (error) {
         if (tx) {

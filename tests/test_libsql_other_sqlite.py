@@ -217,14 +217,19 @@ def test_libsql_client_and_workmem_read_modify_write_one_record_concurrently(
     rounds = 300
     storage.set_working_memory("{}", scope="resource", resource_id="r")
     # Node's @libsql/client: `rounds` write transactions (BEGIN IMMEDIATE), each reading the record's JSON,
-    # adding key node-<i> and incrementing node-count in JavaScript, then writing it back (interop/driver.mjs).
+    # adding key node-<i> and incrementing node-count in JavaScript, then writing it back (interop/driver.mjs),
+    # 2 ms apart, so that its run lasts long enough for workmem's writes to fall between its own.
     node: dict[str, Any] = {}
 
     def run_node() -> None:
         try:
             [outcome] = run_mastra(
                 {"kind": "none"},
-                [step("libsql.appendKeys", url=f"file:{path}", resourceId="r", prefix="node-", count=rounds)],
+                [
+                    step(
+                        "libsql.appendKeys", url=f"file:{path}", resourceId="r", prefix="node-", count=rounds, pauseMs=2
+                    )
+                ],
             )
             node["value"] = outcome.value
         except BaseException as error:  # reported by the assertion below
@@ -236,9 +241,12 @@ def test_libsql_client_and_workmem_read_modify_write_one_record_concurrently(
     while "node-count" not in (storage.get_working_memory(scope="resource", resource_id="r") or ""):
         assert thread.is_alive() and time.monotonic() < deadline, node  # Node starts slowly: wait for its first write
         time.sleep(0.001)
-    merges = rounds
-    for i in range(merges):  # workmem's merge: read, merge in Python, write, in one BEGIN IMMEDIATE
-        storage.merge_working_memory({f"wm-{i}": i}, scope="resource", resource_id="r")
+    merges = 0
+    while merges < rounds or (thread.is_alive() and time.monotonic() < deadline):
+        # workmem's merge (read, merge in Python, write, in one BEGIN IMMEDIATE) for as long as Node writes
+        storage.merge_working_memory({f"wm-{merges}": merges}, scope="resource", resource_id="r")
+        merges += 1
+        time.sleep(0.002)  # as Node does: a writer that never pauses could starve the other's busy handler
     thread.join(timeout=180)
     assert "error" not in node, node.get("error")
     assert node["value"]["count"] == rounds
