@@ -57,3 +57,18 @@ def test_libsql_file_url_with_a_fragment_is_refused_as_libsql_client_refuses_it(
         assert storage.get_thread("t") is None
     assert {p.name for p in tmp_path.iterdir()} <= {"agent#x.db", "agent#x.db-wal", "agent#x.db-shm"}
     assert (tmp_path / "agent#x.db").exists()
+
+
+@pytest.mark.backend("libsql")
+def test_libsql_plain_path_is_taken_as_written(tmp_path: Path) -> None:
+    """A plain path is a file name, not a URL: '%xx', '?' and '#' in it are part of the name (as sqlite3 opens it)."""
+    path = tmp_path / "report%2025 v2?draft#1.db"
+    with workmem.connect(str(path)) as storage:
+        storage.save_thread(workmem.Thread("t-1", "user-1", "Trip"))
+    assert path.exists()
+    assert {p.name for p in tmp_path.iterdir()} <= {path.name, f"{path.name}-wal", f"{path.name}-shm"}
+    with workmem.connect(str(path), create=False) as storage:  # the same file, found again
+        thread = storage.get_thread("t-1")
+        assert thread is not None and thread.title == "Trip"
+    with workmem.Memory(str(path), read_only=True) as memory:
+        assert [t.id for t in memory.list_threads("user-1").threads] == ["t-1"]

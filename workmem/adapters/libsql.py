@@ -114,9 +114,11 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
     if url in (":memory:", "file::memory:"):
         return ":memory:", None
     scheme = scheme_of(url)
+    if scheme == "file" and not url.lower().startswith("file:"):
+        return url, None  # a plain path, taken as written: no percent-decoding, '?' and '#' are part of the name
     if scheme == "file":
-        path, _, query = (url[5:] if url.lower().startswith("file:") else url).partition("?")
-        if "#" in path and url.lower().startswith("file:"):  # as @libsql/client: SQLite would drop it, not open it
+        path, _, query = url[5:].partition("?")
+        if "#" in path:  # as @libsql/client: SQLite would drop it, not open it
             raise ValidationError(
                 f"a file URL takes no #fragment ({url!r}); write a '#' in a file name as %23, or pass a plain path"
             )
@@ -197,8 +199,8 @@ def _path_problem(database: str, read_only: bool) -> str | None:
 
 def _file_mode(url: str) -> tuple[str, bool]:
     """``(url without its query, read_only)``: a file URL takes one parameter, SQLite's ``mode=ro``."""
-    if scheme_of(url) != "file" or "?" not in url or url.startswith("file::memory:"):
-        return url, False
+    if not url.lower().startswith("file:") or "?" not in url or url.startswith("file::memory:"):
+        return url, False  # a plain path has no query: its '?' is part of the name
     where, _, query = url.partition("?")
     if query != "mode=ro":
         raise ValidationError(
