@@ -8,6 +8,7 @@ import pytest
 from test_reliability_secrets import closed_port, echo_server, failure_of
 
 import workmem
+from workmem.adapters.libsql import LibSQLStorage
 
 
 def test_libsql_tls_0_talks_plain_http_to_a_local_server() -> None:
@@ -72,3 +73,16 @@ def test_libsql_plain_path_is_taken_as_written(tmp_path: Path) -> None:
         assert thread is not None and thread.title == "Trip"
     with workmem.Memory(str(path), read_only=True) as memory:
         assert [t.id for t in memory.list_threads("user-1").threads] == ["t-1"]
+
+
+@pytest.mark.backend("libsql")
+def test_a_pathlib_path_names_a_libsql_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``connect(Path(...))`` and ``Memory(Path(...))`` open that file, even one whose name looks like a URL."""
+    monkeypatch.chdir(tmp_path)
+    for path in (tmp_path / "agent.db", Path("postgresql:relative.db")):
+        with workmem.connect(path) as storage:
+            assert isinstance(storage, LibSQLStorage)
+            storage.save_thread(workmem.Thread("t-1", "user-1"))
+        with workmem.Memory(path, read_only=True) as memory:
+            assert [t.id for t in memory.list_threads("user-1").threads] == ["t-1"]
+        assert (tmp_path / path).exists()

@@ -139,7 +139,7 @@ def test_bad_constructor_arguments(storage: MemoryStorage, kwargs: dict[str, Any
 
 
 def test_bad_storage_argument() -> None:
-    with pytest.raises(ValidationError, match="MemoryStorage or a URL"):
+    with pytest.raises(ValidationError, match="MemoryStorage, a URL"):
         Memory(42)  # type: ignore[arg-type]
 
 

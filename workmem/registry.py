@@ -8,6 +8,7 @@ group of installed distributions.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -141,16 +142,22 @@ def resolve(url: str) -> type[MemoryStorage]:
     return cls
 
 
-def connect(url: str, *, create: bool = True, **options: Any) -> MemoryStorage:
+def connect(url: str | os.PathLike[str], *, create: bool = True, **options: Any) -> MemoryStorage:
     """Open the adapter for ``url``, creating missing tables and indexes (unless ``create=False``).
 
     ``create=False`` creates and changes nothing, for read-only credentials or files; the
     tables must exist (else :class:`~workmem.errors.MissingTablesError`). It is passed to the
     adapter's ``from_url`` as the ``create`` option (every built-in adapter takes it).
-    ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...).
+    ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...). A
+    ``pathlib.Path`` (any ``os.PathLike``) names a libSQL database file.
     """
+    if isinstance(url, os.PathLike):  # a pathlib.Path: a libSQL database file, whatever its name looks like
+        path = os.fspath(url)
+        url = path if not isinstance(path, str) or os.path.isabs(path) else os.path.join(os.curdir, path)
     if not isinstance(url, str) or not url:
-        raise UnknownSchemeError("connect() needs a URL such as 'file:agent.db' or 'postgresql://host/db'")
+        raise UnknownSchemeError(
+            "connect() needs a URL such as 'file:agent.db' or 'postgresql://host/db' (or a path of a libSQL file)"
+        )
     if "\x00" in url:
         raise ValidationError("the URL contains a NUL character")
     if not check_create(create):

@@ -16,6 +16,7 @@ the same on every backend::
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ class Memory:
 
     def __init__(
         self,
-        storage: MemoryStorage | str,
+        storage: MemoryStorage | str | os.PathLike[str],
         *,
         scope: Scope = "resource",
         template: str | None = None,
@@ -104,7 +105,7 @@ class Memory:
         """The schema and its derived forms (schema mode), else ``None``."""
         self.template: str | None = None if self.schema is not None else check_template(template or DEFAULT_TEMPLATE)
         """The Markdown template (template mode), else ``None``."""
-        if isinstance(storage, str):
+        if isinstance(storage, str | os.PathLike):  # a URL, or the path of a libSQL file
             # read-only: create nothing either (a SELECT-only role, a read-only file)
             self.storage: MemoryStorage = connect(storage, create=False) if read_only else connect(storage)
             self._owns_storage = True
@@ -112,7 +113,9 @@ class Memory:
             self.storage = storage
             self._owns_storage = False
         else:
-            raise ValidationError(f"storage must be a MemoryStorage or a URL string, not {type(storage).__name__}")
+            raise ValidationError(
+                f"storage must be a MemoryStorage, a URL string or a path, not {type(storage).__name__}"
+            )
 
     @property
     def mode(self) -> Literal["template", "schema"]:
