@@ -86,3 +86,12 @@ def test_a_pathlib_path_names_a_libsql_file(tmp_path: Path, monkeypatch: pytest.
         with workmem.Memory(path, read_only=True) as memory:
             assert [t.id for t in memory.list_threads("user-1").threads] == ["t-1"]
         assert (tmp_path / path).exists()
+
+
+@pytest.mark.backend("libsql")
+def test_libsql_tilde_is_not_expanded_and_the_error_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for url in ("~/agent.db", "file:~/agent.db"):
+        with pytest.raises(workmem.ValidationError, match=r"'~' is not expanded.*expanduser"):
+            workmem.connect(url)
+    assert list(tmp_path.iterdir()) == []

@@ -189,6 +189,8 @@ def _path_problem(database: str, read_only: bool) -> str | None:
     else:  # pragma: no cover - the root always exists
         return None
     if not folder.exists():
+        if database.startswith("~"):  # as SQLite (and Python's sqlite3) read it: a folder named '~'
+            return f"folder {folder} does not exist: '~' is not expanded; pass os.path.expanduser({database!r})"
         return f"folder {folder} does not exist (workmem creates the file, not its folder)"
     if path.exists() and not os.access(path, os.R_OK):
         return f"{database} is not readable by this process"
