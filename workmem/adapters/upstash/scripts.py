@@ -30,11 +30,9 @@ class Script:
         object.__setattr__(self, "sha1", hashlib.sha1(self.source.encode("utf-8")).hexdigest())
 
 
-CAS_SET = Script(
-    "cas_set",
-    """
--- KEYS[1] document; KEYS[2], KEYS[3] (threads only) created_at and updated_at indexes of the owner
--- ARGV: expected exists ('0'/'1'), expected text, new text, then for threads: id, created ms, updated ms
+# A script's earlier writes stay when a later call of it fails: the writing scripts check that the
+# owner's index keys are sorted sets (or absent) before they write anything.
+_CHECK_INDEXES = """
 local function check_indexes(first)
   for i = first, #KEYS do
     local kind = redis.call('TYPE', KEYS[i]).ok
@@ -43,6 +41,14 @@ local function check_indexes(first)
     end
   end
 end
+"""
+
+CAS_SET = Script(
+    "cas_set",
+    _CHECK_INDEXES
+    + """
+-- KEYS[1] document; KEYS[2], KEYS[3] (threads only) created_at and updated_at indexes of the owner
+-- ARGV: expected exists ('0'/'1'), expected text, new text, then for threads: id, created ms, updated ms
 local current = redis.call('GET', KEYS[1])
 local matches
 if current == ARGV[3] then
@@ -56,7 +62,7 @@ if not matches then
   if current == false then return {0} end
   return {0, current}
 end
-local refused = check_indexes(2)  -- before writing: a script's earlier writes stay when a later call fails
+local refused = check_indexes(2)
 if refused then return refused end
 redis.call('SET', KEYS[1], ARGV[3])
 if #KEYS == 3 then
@@ -69,19 +75,12 @@ return {1}
 
 CAS_DELETE = Script(
     "cas_delete",
-    """
+    _CHECK_INDEXES
+    + """
 -- KEYS[1] thread document, KEYS[2], KEYS[3] its owner's indexes; ARGV[1] expected text, ARGV[2] thread id
-local function check_indexes(first)
-  for i = first, #KEYS do
-    local kind = redis.call('TYPE', KEYS[i]).ok
-    if kind ~= 'zset' and kind ~= 'none' then
-      return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. kind .. ', not a sorted set: nothing changed')
-    end
-  end
-end
 local current = redis.call('GET', KEYS[1])
 if current ~= false and current ~= ARGV[1] then return {0, current} end
-local refused = check_indexes(2)  -- before writing: a script's earlier writes stay when a later call fails
+local refused = check_indexes(2)
 if refused then return refused end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
