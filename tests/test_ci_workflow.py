@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from workmem.compat import REPORT_NAME, canonical_backend
+from workmem.conformance.table import REPORT_NAME, canonical_backend
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "ci" / "workflow.yml"
@@ -186,8 +186,8 @@ def test_compatibility_job_merges_every_report(workflow: dict[str, Any]) -> None
     assert "!cancelled()" in job["if"]
     download = step(job, "actions/download-artifact@")
     assert download["with"] == {"pattern": "report-*", "path": "reports", "merge-multiple": True}
-    merge = step(job, "python -m workmem.compat")
-    assert "python -m workmem.compat reports -o COMPATIBILITY.md" in merge["run"]
+    merge = step(job, "workmem compat")
+    assert "workmem compat reports -o COMPATIBILITY.md" in merge["run"]
     assert 'cat COMPATIBILITY.md >>"$GITHUB_STEP_SUMMARY"' in merge["run"]
     upload = step(job, "actions/upload-artifact@")
     assert "COMPATIBILITY.md" in upload["with"]["path"]

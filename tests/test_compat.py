@@ -1,4 +1,4 @@
-"""workmem.compat: merging conformance JSON reports into the Markdown compatibility table."""
+"""workmem.conformance.table: merging conformance JSON reports into the Markdown compatibility table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from workmem.compat import ReportError, build_table, canonical_backend, load_report, main, render_markdown
+from workmem.conformance.report import CheckResult, Report
+from workmem.conformance.table import ReportError, build_table, canonical_backend, load_report, main, render_markdown
 
 CHECKS = [
     ("crud_roundtrip", "Saved records read back unchanged", True),
@@ -214,6 +215,7 @@ def test_a_url_secret_never_reaches_the_table(tmp_path: Path) -> None:
         (lambda d: d["checks"][0].update(duration_s=True), "'duration_s' must be a number"),
         (lambda d: d["checks"].append(dict(d["checks"][0])), "a check name appears twice"),
         (lambda d: d.update(checks={}), r"'checks' has the wrong type \(a JSON object\)"),
+        (lambda d: d.update(passed=False), "'passed' is false but its checks say true"),
     ],
 )
 def test_malformed_reports_are_rejected_naming_file_and_field(tmp_path: Path, mutate: Any, message: str) -> None:
@@ -251,7 +253,7 @@ def test_cli_writes_the_file_and_exits_2_on_a_bad_report(
 
 def test_runs_as_python_dash_m(reports: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "workmem.compat", *sorted(str(p) for p in reports.glob("*.json"))],
+        [sys.executable, "-m", "workmem.conformance.table", *sorted(str(p) for p in reports.glob("*.json"))],
         capture_output=True,
         text=True,
         check=True,
@@ -269,3 +271,14 @@ def test_a_directory_is_searched_like_gh_run_download_lays_it_out(tmp_path: Path
     assert main([str(tmp_path), "-o", str(out), "--expect", "postgres", "--expect", "oracle", "--strict"]) == 0
     table = parse(out.read_text(encoding="utf-8"))
     assert table["**Suite result**"] == {"postgres": "✅ passed (3/3)", "oracle": "✅ passed (3/3)"}
+
+
+def test_the_table_reads_a_report_through_the_report_type(tmp_path: Path) -> None:
+    failed = CheckResult("merge_atomic", "Concurrent merges lose no key", True, "failed", "lost key 'b'", 0.5)
+    skipped = CheckResult("cross_process", "Atomic across processes", False, "skipped", "no second process", 0.0)
+    original = Report("0.1.0", "postgresql", "workmem.adapters.postgres:Storage", None, "ci", "2025-01-02", 1.0)
+    original.checks.extend([failed, skipped])
+    assert Report.from_dict(json.loads(json.dumps(original.to_dict()))) == original
+    loaded = load_report(write(tmp_path, "report-postgres-17-py3.12.json", original.to_dict()))
+    assert loaded.report == original
+    assert (loaded.backend, loaded.version, loaded.python) == ("postgres", "17", "3.12")

@@ -13,13 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_committed_table_is_regenerated_from_the_committed_reports(tmp_path: Path) -> None:
     out = tmp_path / "COMPATIBILITY.md"
-    command = [sys.executable, "-m", "workmem.compat", str(ROOT / "ci" / "reports")]
+    command = [sys.executable, "-m", "workmem.conformance.table", str(ROOT / "ci" / "reports")]
     command += ["--expect", "mongodb", "--expect", "oracle", "-o", str(out)]
     subprocess.run(command, check=True, cwd=ROOT, capture_output=True)
     committed = (ROOT / "COMPATIBILITY.md").read_text(encoding="utf-8")
     assert out.read_text(encoding="utf-8") == committed, (
-        "COMPATIBILITY.md is stale: python -m workmem.compat ci/reports --expect mongodb --expect oracle "
-        "-o COMPATIBILITY.md"
+        "COMPATIBILITY.md is stale: workmem compat ci/reports --expect mongodb --expect oracle -o COMPATIBILITY.md"
     )
 
 

@@ -1,7 +1,7 @@
 """The ``workmem`` command.
 
 ``workmem compat REPORTS... [-o FILE]`` merges conformance JSON reports into a
-Markdown compatibility table (see :mod:`workmem.compat`).
+Markdown compatibility table (see :mod:`workmem.conformance.table`).
 
 ``workmem conformance [URL] [--profile quick|ci|thorough] [--json FILE] [--check NAME]`` runs
 the conformance suite against ``URL`` and prints a table of the checks (on stderr when
@@ -46,9 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     conf.add_argument("--profile", choices=["quick", "ci", "thorough"], default="ci", help="default: ci")
     conf.add_argument("--check", action="append", metavar="NAME", help="run only this check (repeatable)")
     conf.add_argument("--json", dest="json_file", metavar="FILE", help="write the JSON report to FILE ('-': stdout)")
-    from workmem import compat
+    from workmem.conformance import table as compat_table
 
-    compat.configure_parser(
+    compat_table.configure_parser(
         commands.add_parser("compat", help="merge conformance JSON reports into a Markdown compatibility table")
     )
     return parser
@@ -219,9 +219,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
                 return 2
             return _conformance(args, out, err)
         if args.command == "compat":
-            from workmem import compat
+            from workmem.conformance import table as compat_table
 
-            return compat.run_cli(args)
+            return compat_table.run_cli(args)
     except KeyboardInterrupt:
         print("\nworkmem: interrupted", file=err, flush=True)
         return 130  # 128 + SIGINT, what a shell reports for Ctrl-C

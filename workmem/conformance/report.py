@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal, cast, get_args
 
-__all__ = ["CheckResult", "Report", "Status"]
+from workmem.validation import json_type
+
+__all__ = ["STATUSES", "CheckResult", "Report", "ReportFormatError", "Status"]
 
 Status = Literal["passed", "failed", "skipped", "xfailed"]
+STATUSES: Final = frozenset(get_args(Status))
+"""The check outcomes a report may contain."""
+
+
+class ReportFormatError(ValueError):
+    """A JSON report (``Report.to_dict()`` output) that does not have the pinned shape; the message says where."""
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise ReportFormatError(f"{where}missing {key!r}")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ReportFormatError(f"{where}{key!r} has the wrong type (a JSON {json_type(value)})")
+    return value
+
+
+def _number(data: Mapping[str, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportFormatError(f"{where}{key!r} must be a number")
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +51,28 @@ class CheckResult:
     """Why it failed, was skipped or is expected to fail (secrets masked); ``None`` when it passed."""
     duration_s: float
     """Wall time of the check in seconds."""
+
+    @classmethod
+    def from_dict(cls, item: Any) -> CheckResult:
+        """One entry of a JSON report's ``checks``; :class:`ReportFormatError` names the check and the field."""
+        if not isinstance(item, Mapping):
+            raise ReportFormatError("a check is not an object")
+        name = _require(item, "name", str, "")
+        where = f"check {name!r}: "
+        status = _require(item, "status", str, where)
+        if status not in STATUSES:
+            raise ReportFormatError(f"{where}unknown status {status!r} (expected one of {', '.join(sorted(STATUSES))})")
+        reason = item.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise ReportFormatError(f"{where}'reason' must be a string or null")
+        return cls(
+            name=name,
+            title=_require(item, "title", str, where),
+            required=_require(item, "required", bool, where),
+            status=cast(Status, status),
+            reason=reason,
+            duration_s=_number(item, "duration_s", where),
+        )
 
 
 @dataclass(slots=True)
@@ -65,6 +112,38 @@ class Report:
             "passed": self.passed,
             "checks": [asdict(c) for c in self.checks],
         }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Report:
+        """The report a :meth:`to_dict` JSON object describes, validated; :class:`ReportFormatError` says what is
+        wrong. Its ``passed`` must agree with its checks (it is derived from them, never taken on trust)."""
+        if not isinstance(data, Mapping):
+            raise ReportFormatError("not a JSON object")
+        for key in ("workmem_version", "backend", "adapter", "url", "profile", "started_at", "duration_s", "passed"):
+            if key not in data:
+                raise ReportFormatError(f"missing {key!r}")
+        url = data["url"]
+        if url is not None and not isinstance(url, str):
+            raise ReportFormatError(f"'url' has the wrong type (a JSON {json_type(url)})")
+        checks = [CheckResult.from_dict(item) for item in _require(data, "checks", list, "")]
+        names = [c.name for c in checks]
+        if len(set(names)) != len(names):
+            raise ReportFormatError("a check name appears twice")
+        report = cls(
+            workmem_version=_require(data, "workmem_version", str, ""),
+            backend=_require(data, "backend", str, ""),
+            adapter=_require(data, "adapter", str, ""),
+            url=url,
+            profile=_require(data, "profile", str, ""),
+            started_at=_require(data, "started_at", str, ""),
+            duration_s=_number(data, "duration_s", ""),
+            checks=checks,
+        )
+        passed = _require(data, "passed", bool, "")
+        if passed != report.passed:
+            says = str(report.passed).lower()
+            raise ReportFormatError(f"'passed' is {str(passed).lower()} but its checks say {says}")
+        return report
 
     def counts(self) -> dict[str, int]:
         counts = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0}

@@ -1,12 +1,13 @@
 """Merging conformance reports into a compatibility table: one row per check, one column per backend, in Markdown.
 
 Each input is a JSON report written by ``workmem conformance URL --json FILE``
-(``Report.to_dict()``). CI names them ``report-<backend>-<version>-py<python>.json``;
+(``Report.to_dict()``) and is read back with ``Report.from_dict()``. CI names them
+``report-<backend>-<version>-py<python>.json``;
 the version and Python are read from that name when it has this shape, the
 backend always from the report itself::
 
-    python -m workmem.compat reports/*.json -o COMPATIBILITY.md
-    python -m workmem.compat reports/ --expect libsql --expect postgres
+    workmem compat reports/*.json -o COMPATIBILITY.md
+    workmem compat reports/ --expect libsql --expect postgres
 
 A directory argument stands for the ``*.json`` files in and below it
 (``gh run download`` puts each artifact in its own folder). Columns are one per
@@ -30,20 +31,19 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+from workmem.conformance.report import STATUSES, Report, ReportFormatError
 from workmem.registry import builtin_schemes
 from workmem.urls import mask_url
-from workmem.validation import json_type
 
 __all__ = [
     "DEFAULT_BACKENDS",
     "REPORT_NAME",
     "STATUSES",
     "Cell",
-    "CheckResult",
     "Column",
     "ReportError",
     "ReportFile",
@@ -61,11 +61,6 @@ __all__ = [
 DEFAULT_BACKENDS: Final = ("libsql", "postgres", "upstash", "mongodb", "oracle")
 """The backends CI tests; each gets a column, saying "no report" if none came in."""
 
-STATUSES: Final = frozenset({"passed", "failed", "skipped", "xfailed"})
-"""The check outcomes a report may contain."""
-
-_TOP_KEYS: Final = ("workmem_version", "backend", "adapter", "url", "profile", "started_at", "duration_s", "passed")
-_CHECK_KEYS: Final = ("name", "title", "required", "status", "reason", "duration_s")
 REPORT_NAME = re.compile(r"^report-(?P<backend>[A-Za-z0-9_+]+)-(?P<version>.+)-py(?P<python>\d+(?:\.\d+)*)$")
 """CI's report file stem, ``report-<backend>-<version>-py<python>``."""
 _REASON_CHARS: Final = 120
@@ -73,24 +68,6 @@ _REASON_CHARS: Final = 120
 
 class ReportError(ValueError):
     """A report file that cannot be read or does not have the pinned shape (the message names the file)."""
-
-
-@dataclass(frozen=True, slots=True)
-class CheckResult:
-    """One check's outcome in one report."""
-
-    name: str
-    """The check's stable name."""
-    title: str
-    """One line saying what the check establishes."""
-    required: bool
-    """Whether a backend must pass it to conform (optional checks may skip)."""
-    status: str
-    """``passed``, ``failed``, ``skipped`` or ``xfailed``."""
-    reason: str | None
-    """Why it failed, skipped or is expected to fail."""
-    duration_s: float
-    """Seconds the check took."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,15 +82,8 @@ class ReportFile:
     """Server version from the CI file name (``17``, ``8.0``), if the name carries one."""
     python: str | None
     """Python version from the CI file name (``3.12``), if the name carries one."""
-    workmem_version: str
-    adapter: str
-    url: str
-    """The target URL, secrets masked."""
-    profile: str
-    started_at: str
-    duration_s: float
-    passed: bool
-    checks: tuple[CheckResult, ...]
+    report: Report
+    """The report itself, its URL's secrets masked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,9 +131,9 @@ class Column:
     def summary(self) -> str:
         if self.missing:
             return "no report"
-        checks = self.reports[0].checks
+        checks = self.reports[0].report.checks
         passed = sum(1 for c in checks if c.status == "passed")
-        verdict = "✅ passed" if self.reports[0].passed else "❌ failed"
+        verdict = "✅ passed" if self.reports[0].report.passed else "❌ failed"
         return f"{verdict} ({passed}/{len(checks)})"
 
 
@@ -179,7 +149,7 @@ class Table:
     @property
     def ok(self) -> bool:
         """Every column has a report and every report passed."""
-        return all(not c.missing and all(r.passed for r in c.reports) for c in self.columns)
+        return all(not c.missing and all(r.report.passed for r in c.reports) for c in self.columns)
 
 
 def canonical_backend(name: str) -> str:
@@ -201,43 +171,6 @@ def _clean(text: str | None) -> str:
     return one_line.replace("|", "\\|")
 
 
-def _require(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    if key not in data:
-        raise ReportError(f"{where}: missing {key!r}")
-    value = data[key]
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ReportError(f"{where}: {key!r} has the wrong type (a JSON {json_type(value)})")
-    return value
-
-
-def _number(data: Mapping[str, Any], key: str, where: str) -> float:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ReportError(f"{where}: {key!r} must be a number")
-    return float(value)
-
-
-def _check_result(item: Any, where: str) -> CheckResult:
-    if not isinstance(item, Mapping):
-        raise ReportError(f"{where}: a check is not an object")
-    name = _require(item, "name", str, where)
-    where = f"{where}: check {name!r}"
-    status = _require(item, "status", str, where)
-    if status not in STATUSES:
-        raise ReportError(f"{where}: unknown status {status!r} (expected one of {', '.join(sorted(STATUSES))})")
-    reason = item.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise ReportError(f"{where}: 'reason' must be a string or null")
-    return CheckResult(
-        name=name,
-        title=_require(item, "title", str, where),
-        required=_require(item, "required", bool, where),
-        status=status,
-        reason=reason,
-        duration_s=_number(item, "duration_s", where),
-    )
-
-
 def _masked(url: str) -> str:
     """``url`` as the report gives it, unless it still carries a secret (then masked)."""
     masked = mask_url(url)
@@ -251,31 +184,19 @@ def load_report(path: str | Path) -> ReportFile:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"{path}: cannot read a JSON report ({exc})") from exc
-    where = str(path)
-    if not isinstance(data, Mapping):
-        raise ReportError(f"{where}: not a JSON object")
-    for key in _TOP_KEYS:
-        if key not in data:
-            raise ReportError(f"{where}: missing {key!r}")
-    checks = _require(data, "checks", list, where)
-    results = tuple(_check_result(item, where) for item in checks)
-    names = [c.name for c in results]
-    if len(set(names)) != len(names):
-        raise ReportError(f"{where}: a check name appears twice")
+    try:
+        report = Report.from_dict(data)
+    except ReportFormatError as exc:
+        raise ReportError(f"{path}: {exc}") from exc
+    if report.url:
+        report = replace(report, url=_masked(report.url))
     match = REPORT_NAME.match(path.stem)
     return ReportFile(
         source=path.name,
-        backend=canonical_backend(_require(data, "backend", str, where)),
+        backend=canonical_backend(report.backend),
         version=match["version"] if match else None,
         python=match["python"] if match else None,
-        workmem_version=str(data["workmem_version"]),
-        adapter=str(data["adapter"]),
-        url=_masked(str(data["url"] or "")),
-        profile=str(data["profile"]),
-        started_at=str(data["started_at"]),
-        duration_s=_number(data, "duration_s", where),
-        passed=_require(data, "passed", bool, where),
-        checks=results,
+        report=report,
     )
 
 
@@ -301,7 +222,7 @@ def _backend_order(backend: str, expected: Sequence[str]) -> tuple[int, str]:
 
 
 def _cells(report: ReportFile) -> dict[str, Cell]:
-    return {c.name: Cell(c.status, c.reason) for c in report.checks}
+    return {c.name: Cell(c.status, c.reason) for c in report.report.checks}
 
 
 def _label(backend: str, version: str | None, pythons: Sequence[str], *, show_version: bool, show_python: bool) -> str:
@@ -324,7 +245,7 @@ def _columns_for(backend: str, reports: list[ReportFile], *, merge: bool) -> lis
         by_version.setdefault(r.version, []).append(r)
     for version, group in by_version.items():
         first = _cells(group[0])
-        identical = all(_cells(r) == first and r.passed == group[0].passed for r in group[1:])
+        identical = all(_cells(r) == first and r.report.passed == group[0].report.passed for r in group[1:])
         if merge and identical:
             group_pythons = [r.python for r in group if r.python]
             label = _label(backend, version, group_pythons, show_version=show_version, show_python=show_python)
@@ -356,7 +277,7 @@ def build_table(
             columns.append(Column(backend, backend, ()))
     rows: dict[str, tuple[str, str, bool]] = {}
     for r in sorted(reports, key=lambda r: r.source):
-        for c in r.checks:
+        for c in r.report.checks:
             rows.setdefault(c.name, (c.name, c.title, c.required))
     return Table(tuple(columns), tuple(rows.values()), reports)
 
@@ -367,7 +288,7 @@ def _row(cells: Iterable[str]) -> str:
 
 def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
     """The table as GitHub-flavoured Markdown, with a legend and a footer listing the sources."""
-    profiles = sorted({r.profile for r in table.reports})
+    profiles = sorted({r.report.profile for r in table.reports})
     lines = [f"## {title}", ""]
     intro = "Conformance suite results per backend"
     if profiles:
@@ -388,14 +309,15 @@ def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
         lines.append("- none: no reports were given.")
     for r in sorted(table.reports, key=lambda r: r.source):
         lines.append(
-            f"- `{r.source}`: {r.backend} ({r.adapter}), workmem {r.workmem_version}, profile {r.profile}, "
-            f"started {r.started_at}, {r.duration_s:.1f} s" + (f", `{r.url}`" if r.url else "")
+            f"- `{r.source}`: {r.backend} ({r.report.adapter}), workmem {r.report.workmem_version}, "
+            f"profile {r.report.profile}, started {r.report.started_at}, {r.report.duration_s:.1f} s"
+            + (f", `{r.report.url}`" if r.report.url else "")
         )
     return "\n".join(lines) + "\n"
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``compat`` options to ``parser`` (shared by ``python -m workmem.compat`` and ``workmem compat``)."""
+    """Add the ``compat`` options to ``parser`` (``workmem compat``, ``python -m workmem.conformance.table``)."""
     parser.add_argument("reports", nargs="*", help="JSON report files, or directories holding them")
     parser.add_argument("-o", "--output", help="write the Markdown here (default: standard output)")
     parser.add_argument(
@@ -436,9 +358,9 @@ def run_cli(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m workmem.compat``."""
+    """``python -m workmem.conformance.table``."""
     parser = argparse.ArgumentParser(
-        prog="python -m workmem.compat", description="Merge conformance JSON reports into a Markdown table."
+        prog="python -m workmem.conformance.table", description="Merge conformance JSON reports into a Markdown table."
     )
     return run_cli(configure_parser(parser).parse_args(argv))
 
