@@ -7,7 +7,7 @@ afterwards -- it never reads or writes anything outside it:
 
 * ``postgres``: schema ``wmbench_<random>`` (``?schema=``), dropped with ``CASCADE``;
 * ``libsql``: a file in a new temporary directory, deleted;
-* ``upstash``: a ``python -m workmem.bridge`` subprocess in front of Redis and
+* ``upstash``: a ``python -m workmem.testing.upstash_bridge`` subprocess in front of Redis and
   the key prefix ``wmbench_<random>:`` (``?prefix=``); every key under it is deleted;
 * ``mongodb``: database ``wmbench_<random>`` (``database=`` option), dropped;
 * ``oracle``: tables under ``table_prefix=WMB<random>_``, dropped with ``drop_tables()``;
@@ -28,8 +28,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import workmem
-from workmem.bridge import BridgeProcess, spawn_bridge
 from workmem.storage import MemoryStorage
+from workmem.testing.upstash_bridge import BridgeProcess, spawn_bridge
 from workmem.urls import mask_url
 
 __all__ = ["ALL_BACKENDS", "Namespace", "Unavailable", "open_namespace"]

@@ -14,8 +14,8 @@ from upstash_fixtures import Bridge, bridge, delete_prefix, raw_client
 from upstash_redis import Redis
 from upstash_redis.errors import UpstashError
 
-from workmem.bridge.resp import ErrorReply, RedisAddress, Status, encode_command
-from workmem.bridge.server import render
+from workmem.testing.upstash_bridge.resp import ErrorReply, RedisAddress, Status, encode_command
+from workmem.testing.upstash_bridge.server import render
 
 pytestmark = pytest.mark.backend("upstash")
 
@@ -255,7 +255,7 @@ def test_an_unreachable_redis_is_a_json_error() -> None:
 
 
 def test_the_command_line_needs_a_token(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from workmem.bridge.__main__ import main
+    from workmem.testing.upstash_bridge.__main__ import main
 
     monkeypatch.delenv("WORKMEM_BRIDGE_TOKEN", raising=False)
     with pytest.raises(SystemExit) as info:

@@ -171,7 +171,7 @@ def test_service_credentials_match_the_urls(workflow: dict[str, Any]) -> None:
 
 def test_upstash_job_starts_the_rest_bridge_before_the_suite(workflow: dict[str, Any]) -> None:
     job = jobs(workflow)["upstash"]
-    bridge = step(job, "python -m workmem.bridge")
+    bridge = step(job, "python -m workmem.testing.upstash_bridge")
     run = bridge["run"]
     assert "--redis redis://localhost:6379 --port 8079" in run
     assert "::add-mask::" in run

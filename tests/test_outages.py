@@ -26,10 +26,10 @@ from tcp_proxy import TcpProxy
 from upstash_fixtures import Bridge, delete_prefix
 
 import workmem
-from workmem.bridge import BridgeServer, spawn_bridge
-from workmem.bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command
 from workmem.errors import BackendUnavailableError
 from workmem.records import Thread
+from workmem.testing.upstash_bridge import BridgeServer, spawn_bridge
+from workmem.testing.upstash_bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command
 
 
 def _target(backend: str, default_port: int) -> tuple[str, int]:

@@ -45,10 +45,10 @@ from servers import port_open, server_url
 from upstash_fixtures import Bridge, delete_prefix, raw_client, stop_bridge
 
 import workmem
-from workmem.bridge import spawn_bridge
 from workmem.errors import BackendUnavailableError, ThreadOwnershipError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
+from workmem.testing.upstash_bridge import spawn_bridge
 
 RESTART = os.environ.get("WORKMEM_FAULT_RESTART", "").strip() == "1"
 NEEDS_RESTART = pytest.mark.skipif(
@@ -286,7 +286,7 @@ def free_port() -> int:
 
 
 def start_bridge_on(redis_url: str, token: str, port: int) -> Bridge:
-    """``python -m workmem.bridge`` on a given port (so that it can come back on the same one)."""
+    """``python -m workmem.testing.upstash_bridge`` on a given port (so that it can come back on the same one)."""
     return spawn_bridge(redis_url, token=token, port=port)
 
 

@@ -1,4 +1,5 @@
-"""Fixtures for the Upstash adapter and the REST bridge: a real redis-server behind ``python -m workmem.bridge``.
+"""Fixtures for the Upstash adapter and the REST bridge: a real redis-server behind
+``python -m workmem.testing.upstash_bridge``.
 
 Import the fixtures into a test module (``from upstash_fixtures import bridge, upstash_url``).
 The bridge runs as a subprocess on a free port with a random token, once per
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from servers import server_url
 
-from workmem.bridge import BridgeProcess, spawn_bridge
+from workmem.testing.upstash_bridge import BridgeProcess, spawn_bridge
 
 __all__ = ["Bridge", "bridge", "delete_prefix", "raw_client", "start_bridge", "upstash_url"]
 
@@ -22,7 +23,7 @@ Bridge = BridgeProcess
 
 
 def start_bridge(redis_url: str, token: str | None = None) -> Bridge:
-    """Start ``python -m workmem.bridge`` on a free port and wait until it listens."""
+    """Start ``python -m workmem.testing.upstash_bridge`` on a free port and wait until it listens."""
     return spawn_bridge(redis_url, token=token)
 
 

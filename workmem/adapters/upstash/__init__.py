@@ -3,7 +3,7 @@
 URL forms:
 
 * ``upstash+https://us1-merry-cat-32748.upstash.io?token=TOKEN`` -- an Upstash database;
-* ``upstash+http://127.0.0.1:8079?token=TOKEN`` -- a local bridge (``python -m workmem.bridge``);
+* ``upstash+http://127.0.0.1:8079?token=TOKEN`` -- a local bridge (``python -m workmem.testing.upstash_bridge``);
 * ``upstash://`` -- read ``UPSTASH_REDIS_REST_URL`` and ``UPSTASH_REDIS_REST_TOKEN``.
 
 Options (query parameters or ``connect()`` keyword arguments): ``token``;

@@ -2,7 +2,7 @@
 
 For tests, CI and development without an Upstash account::
 
-    python -m workmem.bridge --redis redis://127.0.0.1:6379 --port 8079 --token TOKEN
+    python -m workmem.testing.upstash_bridge --redis redis://127.0.0.1:6379 --port 8079 --token TOKEN
 
 then ``workmem.connect("upstash+http://127.0.0.1:8079?token=TOKEN")``. It speaks
 the REST wire contract the ``upstash-redis`` client uses (``POST /``,
@@ -14,7 +14,7 @@ starts one as a child process (a free port, a random token) for tests and tools.
 
 from __future__ import annotations
 
-from workmem.bridge.process import BridgeProcess, spawn_bridge
-from workmem.bridge.server import BridgeServer
+from workmem.testing.upstash_bridge.process import BridgeProcess, spawn_bridge
+from workmem.testing.upstash_bridge.server import BridgeServer
 
 __all__ = ["BridgeProcess", "BridgeServer", "spawn_bridge"]

@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from workmem.bridge.resp import ConnectionPool, ErrorReply, RedisAddress, Reply, Status
+from workmem.testing.upstash_bridge.resp import ConnectionPool, ErrorReply, RedisAddress, Reply, Status
 
 __all__ = ["UNSUPPORTED_COMMANDS", "BridgeServer", "render"]
 

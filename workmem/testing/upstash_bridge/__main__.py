@@ -1,4 +1,4 @@
-"""``python -m workmem.bridge``: serve the Upstash REST API in front of a redis-server.
+"""``python -m workmem.testing.upstash_bridge``: serve the Upstash REST API in front of a redis-server.
 
 Options fall back to environment variables: ``WORKMEM_BRIDGE_REDIS``
 (default ``redis://127.0.0.1:6379``), ``WORKMEM_BRIDGE_HOST`` (``127.0.0.1``),
@@ -16,7 +16,7 @@ import signal
 import sys
 from types import FrameType
 
-from workmem.bridge.server import BridgeServer
+from workmem.testing.upstash_bridge.server import BridgeServer
 from workmem.urls import mask_url
 
 __all__ = ["main"]
@@ -28,7 +28,9 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
-    parser = argparse.ArgumentParser(prog="python -m workmem.bridge", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m workmem.testing.upstash_bridge", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--redis", default=env.get("WORKMEM_BRIDGE_REDIS", "redis://127.0.0.1:6379"))
     parser.add_argument("--host", default=env.get("WORKMEM_BRIDGE_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(env.get("WORKMEM_BRIDGE_PORT", "8079")))

@@ -40,13 +40,13 @@ class BridgeProcess:
 
 
 def spawn_bridge(redis_url: str, *, token: str | None = None, port: int = 0) -> BridgeProcess:
-    """Start ``python -m workmem.bridge`` (``port=0``: a free one) and return once it listens.
+    """Start ``python -m workmem.testing.upstash_bridge`` (``port=0``: a free one) and return once it listens.
 
     The token travels in the environment, never on the command line.
     """
     token = token or secrets.token_urlsafe(24)
     process = subprocess.Popen(
-        [sys.executable, "-m", "workmem.bridge", "--redis", redis_url, "--port", str(port)],
+        [sys.executable, "-m", "workmem.testing.upstash_bridge", "--redis", redis_url, "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -1,0 +1,2 @@
+"""Tools for tests and development, not for production: :mod:`workmem.testing.upstash_bridge`, a local stand-in
+for the Upstash REST API in front of a redis-server."""
