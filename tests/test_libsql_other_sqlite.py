@@ -96,6 +96,23 @@ def test_query_refuses_writes_in_the_database(any_storage: LibSQLStorage, sql: s
     assert any_storage.get_working_memory(scope="resource", resource_id="u1") == "changed"
 
 
+def test_query_creates_no_file_and_attaches_nothing(any_storage: LibSQLStorage, tmp_path: Path) -> None:
+    """ATTACH would create (and keep attached) another database file; VACUUM INTO writes a copy: both refused."""
+    other, copy = tmp_path / "other.db", tmp_path / "copy.db"
+    for sql, params in (
+        (f"ATTACH DATABASE '{other}' AS other", ()),
+        ("ATTACH DATABASE ? AS other", (str(other),)),
+        (f"VACUUM INTO '{copy}'", ()),
+        ("VACUUM INTO ?", (str(copy),)),
+        ("DETACH DATABASE temp", ()),
+    ):
+        with pytest.raises(ValidationError, match=r"query\(\)"):
+            any_storage.query(sql, params)
+    assert not other.exists() and not copy.exists()
+    assert [row[0] for row in any_storage.query("SELECT name FROM pragma_database_list")] == ["main"]
+    assert any_storage.query("EXPLAIN QUERY PLAN SELECT id FROM mastra_threads WHERE id = ?", ["t"])  # still reads
+
+
 def test_query_cannot_leave_workmem_in_a_transaction_or_read_only(any_storage: LibSQLStorage) -> None:
     for sql in ("BEGIN", "PRAGMA query_only = OFF", "PRAGMA query_only = ON"):
         any_storage.query(sql)

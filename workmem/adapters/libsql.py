@@ -574,8 +574,8 @@ class LibSQLStorage(SqlStorage):
         WHERE "resourceId" = ?', ["user-1"])`` (``?`` parameters, bound in order). The database
         enforces read-only: a file is read through a connection of its own, opened with
         ``mode=ro``, under ``PRAGMA query_only``; ``:memory:`` runs under ``PRAGMA query_only``.
-        A statement that would write, or any other SQL error, raises :class:`ValidationError` and
-        changes nothing. Remote servers are not supported.
+        A statement that would write (``ATTACH``, ``DETACH`` and ``VACUUM INTO`` included), or any other
+        SQL error, raises :class:`ValidationError` and changes nothing. Remote servers are not supported.
         """
         if not isinstance(sql, str):
             raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
@@ -595,11 +595,27 @@ class LibSQLStorage(SqlStorage):
                 self._reader = self._open(self._read_only_uri())
             return self._query_only(self._reader, sql, params, reset=False)
 
+    def _refuse_other_files(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
+        """Refuse ``sql`` if it would ATTACH, DETACH or VACUUM INTO: those create or write other files, which
+        ``query_only`` and ``mode=ro`` do not prevent. Judged from the compiled program (``EXPLAIN``), not the text."""
+        try:
+            program = self._retry_busy(self._fetch, conn, f"EXPLAIN {sql}", params).rows
+        except (ValueError, self._driver.Error) as exc:
+            if _is_busy(exc):
+                raise
+            return  # nothing EXPLAIN compiles (EXPLAIN QUERY PLAN ..., a syntax error): run as is, it attaches nothing
+        for row in program:  # addr, opcode, p1, p2, p3, p4, p5, comment
+            opcode, p4 = row[1], str(row[5])
+            into = opcode == "Vacuum" and row[3] != 0  # P2: the register of the INTO file name (0: this file)
+            if into or p4.startswith(("sqlite_attach(", "sqlite_detach(")):
+                raise ValidationError("ATTACH, DETACH and VACUUM INTO touch other database files; query() only reads")
+
     def _query_only(self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool) -> list[tuple[Any, ...]]:
         """``sql`` on ``conn`` under ``PRAGMA query_only``; a ``reset`` connection is left as it was found."""
         try:
             conn.execute("PRAGMA query_only=ON")
             try:
+                self._refuse_other_files(conn, sql, params)
                 return self._retry_busy(self._fetch, conn, sql, params).rows
             finally:
                 if reset:
