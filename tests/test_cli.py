@@ -165,6 +165,28 @@ def test_unwritable_json_path_fails_before_the_run(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("missing", ["hypothesis", "pytest"])
+def test_without_the_conformance_extra_the_command_says_what_to_install(missing: str) -> None:
+    """``pip install 'workmem[libsql]'`` alone, then ``workmem conformance``: one line naming the extra, exit 2."""
+    code = (
+        f"import sys; sys.modules[{missing!r}] = None; from workmem.cli import main; "
+        "sys.exit(main(['conformance', 'memory://', '--profile', 'quick']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'workmem[conformance]'" in proc.stderr and missing in proc.stderr
+    assert "Traceback" not in proc.stderr and "backend:" not in proc.stderr
+
+
+def test_python_dash_m_workmem_is_the_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "workmem", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"workmem {workmem.__version__}"
+    command = [sys.executable, "-m", "workmem", "conformance", "--help"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "--profile" in proc.stdout
+
+
 def test_an_empty_json_path_is_refused_not_ignored() -> None:
     """``--json ''`` (an unset shell variable) must not run the suite and silently write no report."""
     out, err = io.StringIO(), io.StringIO()

@@ -17,6 +17,7 @@ import _thread
 import argparse
 import faulthandler
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -88,8 +89,18 @@ def _hypothesis_home() -> Iterator[None]:
             set_hypothesis_home_dir(None)
 
 
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent that is no package, a module without a spec
+        return False
+
+
 def _argument_error(args: argparse.Namespace) -> str | None:
-    """Why ``--check`` or ``--json`` cannot work (an unknown name, an unwritable path), found before anything runs."""
+    """Why the run cannot work (no conformance extra, an unknown check, an unwritable path), found before it starts."""
+    missing = [name for name in ("hypothesis", "pytest") if not _importable(name)]
+    if missing:
+        return f"the conformance suite needs {' and '.join(missing)}: pip install 'workmem[conformance]'"
     if args.check:
         from workmem.conformance import all_checks
 
