@@ -187,6 +187,14 @@ def test_python_dash_m_workmem_is_the_command() -> None:
     assert proc.returncode == 0 and "--profile" in proc.stdout
 
 
+def test_a_private_in_memory_libsql_url_is_refused_not_reported_as_failing_checks() -> None:
+    """Every ``:memory:`` connection is its own empty database: the suite's checks would all fail for that alone."""
+    for url in (":memory:", "file::memory:", "file::memory:?cache=private"):
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["conformance", url, "--profile", "quick"], out=out, err=err) == 2
+        assert "every connection" in err.getvalue() and "backend:" not in out.getvalue() + err.getvalue()
+
+
 def test_an_empty_json_path_is_refused_not_ignored() -> None:
     """``--json ''`` (an unset shell variable) must not run the suite and silently write no report."""
     out, err = io.StringIO(), io.StringIO()

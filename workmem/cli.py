@@ -101,6 +101,11 @@ def _argument_error(args: argparse.Namespace) -> str | None:
     missing = [name for name in ("hypothesis", "pytest") if not _importable(name)]
     if missing:
         return f"the conformance suite needs {' and '.join(missing)}: pip install 'workmem[conformance]'"
+    if args.url is not None and (args.url == ":memory:" or args.url.lower().startswith("file::memory:")):
+        return (
+            f"{args.url} is a new, empty database for every connection, and the suite opens several to one "
+            "database: use a file (no URL: a fresh one in a temporary folder) or memory://"
+        )
     if args.check:
         from workmem.conformance import all_checks
 
