@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from workmem.memory import Memory
+from workmem.agent import Memory
 
 
 class Contact(BaseModel):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import workmem
 from workmem import ThreadOwnershipError
-from workmem.memory import Memory, sub_agent_resource_id
+from workmem.agent import Memory, sub_agent_resource_id
 
 USER_TEMPLATE = "# User\n- **Name**:\n- **Diet**:\n"
 TOPIC_TEMPLATE = "# Conversation\n- **Topic**:\n"

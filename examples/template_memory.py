@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from workmem.memory import Memory
+from workmem.agent import Memory
 
 TEMPLATE = """# User
 - **Name**:

@@ -88,14 +88,14 @@ def fresh_mongodb_url() -> Iterator[str]:
 
 @contextlib.contextmanager
 def _fresh_memory_url() -> Iterator[str]:
-    from workmem.adapters import memory
+    from workmem.adapters import reference
 
     name = f"wm_{secrets.token_hex(6)}"
     try:
         yield f"memory://{name}"
     finally:
-        with memory._named_lock:  # forget the named store, as a dropped schema is forgotten
-            memory._named.pop(name, None)
+        with reference._named_lock:  # forget the named store, as a dropped schema is forgotten
+            reference._named.pop(name, None)
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from workmem.memory import DATA_TAG, Memory, ToolResult
+from workmem.agent import DATA_TAG, Memory, ToolResult
 
 __all__ = ["ScriptedModel", "fenced", "nested_arguments"]
 

@@ -195,6 +195,7 @@ def test_backend_names_are_canonical() -> None:
     assert canonical_backend("oracle+oracledb") == "oracle"
     assert canonical_backend("Oracle") == "oracle"
     assert canonical_backend("acme-db") == "acme-db"
+    assert canonical_backend("memory") == "memory"  # the reference adapter keeps its scheme's name
 
 
 def test_a_url_secret_never_reaches_the_table(tmp_path: Path) -> None:

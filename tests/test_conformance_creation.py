@@ -7,7 +7,7 @@ import time
 import uuid
 
 from workmem import Thread, ThreadExistsError
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.conformance import PROFILES, run
 
 FAST = dataclasses.replace(PROFILES["ci"], shrink_seconds=2)

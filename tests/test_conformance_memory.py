@@ -61,7 +61,7 @@ import subprocess
 import sys
 
 import pytest
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.conformance import ConformanceTests
 
 class TestFactory(ConformanceTests):
@@ -130,7 +130,7 @@ import subprocess
 import sys
 
 import pytest
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.conformance import ConformanceTests
 
 class StripsNul(InMemoryStorage):

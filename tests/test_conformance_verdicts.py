@@ -19,7 +19,7 @@ from test_mutants import (
     UnstableTies,
 )
 
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.conformance import PROFILES, run
 from workmem.conformance.checks import Check, CheckContext
 from workmem.conformance.expect import json_difference, json_equal

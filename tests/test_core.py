@@ -108,9 +108,9 @@ def test_unknown_scheme_lists_known_ones() -> None:
 def test_register_refuses_to_clobber() -> None:
     with pytest.raises(ValueError, match="already registered"):
         workmem.register("memory", "x:Y")
-    workmem.register("test-mem-alias", "workmem.adapters.memory:InMemoryStorage")
+    workmem.register("test-mem-alias", "workmem.adapters.reference:InMemoryStorage")
     with pytest.raises(ValueError):
-        workmem.register("test-mem-alias", "workmem.adapters.memory:InMemoryStorage")
+        workmem.register("test-mem-alias", "workmem.adapters.reference:InMemoryStorage")
     assert type(workmem.connect("test-mem-alias://n")).__name__ == "InMemoryStorage"
 
 
@@ -118,9 +118,9 @@ def test_register_refuses_a_scheme_no_url_can_have() -> None:
     """A scheme with a space, ':' or '/' (or not starting with a letter) could never be reached by connect()."""
     for scheme in ("has space", "my:db", "my/db", "1db", "-db", "db?", "mydb://"):
         with pytest.raises(workmem.ValidationError, match="scheme"):
-            workmem.register(scheme, "workmem.adapters.memory:InMemoryStorage")
+            workmem.register(scheme, "workmem.adapters.reference:InMemoryStorage")
         assert scheme.lower() not in workmem.known_schemes()
-    workmem.register("Test-Mem.Alias+2", "workmem.adapters.memory:InMemoryStorage", clobber=True)  # + - . too
+    workmem.register("Test-Mem.Alias+2", "workmem.adapters.reference:InMemoryStorage", clobber=True)  # + - . too
     assert type(workmem.connect("test-mem.alias+2://n")).__name__ == "InMemoryStorage"
 
 
@@ -129,7 +129,7 @@ def test_core_imports_no_driver() -> None:
     import sys
 
     code = (
-        "import sys, workmem, workmem.adapters.memory;"
+        "import sys, workmem, workmem.adapters.reference;"
         "bad = {'psycopg','libsql','oracledb','pymongo','upstash_redis'} & set(sys.modules);"
         "print(sorted(bad)); sys.exit(1 if bad else 0)"
     )

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 from servers import server_url, skip_or_fail
 
 import workmem
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
+from workmem.agent import DEFAULT_TEMPLATE, Memory, sub_agent_resource_id, to_anthropic_tool, to_openai_tool
 from workmem.errors import (
     ReadOnlyMemoryError,
     ThreadExistsError,
@@ -24,7 +25,6 @@ from workmem.errors import (
     ValidationError,
     WorkingMemoryFormatError,
 )
-from workmem.memory import DEFAULT_TEMPLATE, Memory, sub_agent_resource_id, to_anthropic_tool, to_openai_tool
 from workmem.records import Scope
 from workmem.storage import MemoryStorage
 
@@ -150,7 +150,7 @@ def test_memory_owns_and_closes_a_storage_it_opened(monkeypatch: pytest.MonkeyPa
         def close(self) -> None:
             closed.append("closed")
 
-    monkeypatch.setattr(workmem.memory.memory, "connect", lambda url: Spy())
+    monkeypatch.setattr(workmem.agent.memory, "connect", lambda url: Spy())
     with Memory("memory://whatever") as memory:
         assert isinstance(memory.storage, Spy)
     assert closed == ["closed"]

@@ -12,7 +12,7 @@ from backends import backend_url
 
 import workmem
 from workmem import ThreadExistsError, ValidationError
-from workmem.memory import Memory
+from workmem.agent import Memory
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
 

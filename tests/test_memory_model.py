@@ -16,7 +16,7 @@ from backends import backend_url
 from scripted_model import ScriptedModel, fenced, nested_arguments
 
 import workmem
-from workmem.memory import Memory
+from workmem.agent import Memory
 from workmem.storage import MemoryStorage
 
 __all__ = ["backend_url"]

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workmem
-from workmem.memory import DATA_TAG, Memory, escape_data
-from workmem.memory.prompt import insert_memory_message, render_system_message
+from workmem.agent import DATA_TAG, Memory, escape_data
+from workmem.agent.prompt import insert_memory_message, render_system_message
 
 # Valid stored text: any Unicode without NUL or lone surrogates, with the characters that matter overweighted.
 _text = st.text(

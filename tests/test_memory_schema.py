@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
+from workmem.agent import Memory, WorkingMemorySchema
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.memory import Memory, WorkingMemorySchema
 from workmem.merge_patch import apply_merge_patch
 
 

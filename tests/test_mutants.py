@@ -26,7 +26,7 @@ import pytest
 
 import workmem
 from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, ThreadPage
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.conformance import PROFILES, Report, run
 from workmem.merge_patch import parse_json_object
 from workmem.records import Direction, OrderBy, Unset, trusted_resource, trusted_thread

@@ -28,7 +28,7 @@ import pytest
 from backends import backend_url
 
 import workmem
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkingMemoryFormatError
 from workmem.records import Resource, Thread, ThreadPage
 from workmem.storage import MemoryStorage

@@ -27,7 +27,7 @@ from workmem import (
     ValidationError,
     WorkingMemoryFormatError,
 )
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 
 MakeStorage = Callable[..., MemoryStorage]
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)

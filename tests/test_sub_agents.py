@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import workmem
 from workmem import Memory, SubAgentResourceId, ValidationError, sub_agent_resource_id
-from workmem.memory import SUB_AGENT_PREFIX
+from workmem.agent import SUB_AGENT_PREFIX
 from workmem.storage import MemoryStorage
 
 __all__ = ["backend_url"]

@@ -14,7 +14,7 @@ from upstash_fixtures import Bridge, bridge, raw_client, upstash_prefix, upstash
 
 import workmem
 from workmem import Resource, Thread, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
-from workmem.adapters.memory import InMemoryStorage
+from workmem.adapters.reference import InMemoryStorage
 from workmem.adapters.upstash import UpstashStorage
 from workmem.adapters.upstash.connection import UpstashSettings
 from workmem.adapters.upstash.scripts import CAS_SET, Script

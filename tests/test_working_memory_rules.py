@@ -15,7 +15,7 @@ import pytest
 from backends import backend_url
 
 import workmem
-from workmem.memory import Memory
+from workmem.agent import Memory
 from workmem.storage import MemoryStorage
 
 __all__ = ["backend_url"]

@@ -10,6 +10,14 @@ Open a backend by URL and use the :class:`MemoryStorage` contract::
 
 from __future__ import annotations
 
+from workmem.agent import (
+    DEFAULT_TEMPLATE,
+    TOOL_NAME,
+    Memory,
+    SubAgentResourceId,
+    WorkingMemorySchema,
+    sub_agent_resource_id,
+)
 from workmem.errors import (
     RETRYABLE_ERRORS,
     BackendBusyError,
@@ -27,14 +35,6 @@ from workmem.errors import (
     ValidationError,
     WorkingMemoryFormatError,
     WorkmemError,
-)
-from workmem.memory import (
-    DEFAULT_TEMPLATE,
-    TOOL_NAME,
-    Memory,
-    SubAgentResourceId,
-    WorkingMemorySchema,
-    sub_agent_resource_id,
 )
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import UNSET, Resource, Scope, Thread, ThreadPage

@@ -45,7 +45,7 @@ _MONGODB = AdapterSpec("workmem.adapters.mongodb:MongoStorage", "mongodb")
 
 _BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
     {
-        "memory": AdapterSpec("workmem.adapters.memory:InMemoryStorage"),
+        "memory": AdapterSpec("workmem.adapters.reference:InMemoryStorage"),
         "file": _LIBSQL,
         "libsql": _LIBSQL,
         "libsql+http": _LIBSQL,

@@ -153,11 +153,14 @@ class Table:
 
 
 def canonical_backend(name: str) -> str:
-    """``postgresql``/``postgresql+psycopg`` → ``postgres``, ``file`` → ``libsql``: the adapter module's name."""
+    """``postgresql``/``postgresql+psycopg`` → ``postgres``, ``file`` → ``libsql``: the adapter module's name when
+    that is a scheme too, else the scheme (``memory`` for the reference adapter)."""
     key = name.strip().lower()
-    spec = builtin_schemes().get(key)
+    schemes = builtin_schemes()
+    spec = schemes.get(key)
     if spec is not None:
-        return spec.target.partition(":")[0].rsplit(".", 1)[-1]
+        module = spec.target.partition(":")[0].rsplit(".", 1)[-1]
+        return module if module in schemes else key
     return key
 
 

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
 
-from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError
-from workmem.memory.agents import check_resource_id
-from workmem.memory.prompt import insert_memory_message, render_system_message, unescape_data
-from workmem.memory.schema import SchemaInput, WorkingMemorySchema
-from workmem.memory.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
-from workmem.memory.tool import (
+from workmem.agent.agents import check_resource_id
+from workmem.agent.prompt import insert_memory_message, render_system_message, unescape_data
+from workmem.agent.schema import SchemaInput, WorkingMemorySchema
+from workmem.agent.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
+from workmem.agent.tool import (
     ToolArgumentError,
     ToolFormat,
     a_json_type,
@@ -37,6 +36,7 @@ from workmem.memory.tool import (
     parse_tool_arguments,
     tool_definition,
 )
+from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError
 from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
@@ -70,7 +70,7 @@ class Memory:
 
     ``template`` (Markdown, replace semantics) and ``schema`` (a JSON Schema dict
     or a Pydantic model class, RFC 7396 merge semantics) are mutually exclusive;
-    with neither, :data:`~workmem.memory.templates.DEFAULT_TEMPLATE` is used.
+    with neither, :data:`~workmem.agent.templates.DEFAULT_TEMPLATE` is used.
 
     ``read_only=True`` makes every write raise :class:`ReadOnlyMemoryError`
     (working memory and threads alike), offers no tool and renders the memory as
@@ -78,8 +78,8 @@ class Memory:
 
     Resource ids starting with ``"workmem-sub-agent:"`` are reserved for isolated
     sub-agents: every method refuses them as plain strings (``ValidationError``)
-    and takes them only as a :class:`~workmem.memory.agents.SubAgentResourceId`
-    (see :func:`~workmem.memory.agents.sub_agent_resource_id`).
+    and takes them only as a :class:`~workmem.agent.agents.SubAgentResourceId`
+    (see :func:`~workmem.agent.agents.sub_agent_resource_id`).
     """
 
     def __init__(
@@ -279,7 +279,7 @@ class Memory:
         checked against the document form; either failing raises
         :class:`ValidationError` with nothing written. The write itself is the
         storage's atomic merge. Because the derived forms are closed under merge
-        (see :mod:`workmem.memory.schema`), a concurrent merge by another writer
+        (see :mod:`workmem.agent.schema`), a concurrent merge by another writer
         in between cannot make the result invalid, as long as the stored memory
         was valid.
         """
@@ -380,7 +380,7 @@ class Memory:
         one inserted earlier is replaced, so calling this on every turn never
         stacks copies, also when the history was stored by a framework that
         dropped ``name`` or turned the content into text parts (it is then found
-        by its content, see :func:`~workmem.memory.prompt.is_memory_message`).
+        by its content, see :func:`~workmem.agent.prompt.is_memory_message`).
         ``messages`` itself is not changed.
         """
         content = self.system_message(thread_id=thread_id, resource_id=resource_id)

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from workmem.agent.schema import WorkingMemorySchema
 from workmem.errors import ValidationError
-from workmem.memory.schema import WorkingMemorySchema
 from workmem.validation import MAX_DEPTH, json_type
 
 __all__ = [

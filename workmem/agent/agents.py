@@ -13,7 +13,7 @@ Two forms, because one resource-id namespace holds users and sub-agents alike:
   than ids users choose).
 * isolated, ``sub_agent_resource_id(parent, agent_name, isolated=True)``: a
   :class:`SubAgentResourceId` in a namespace reserved by workmem
-  (``"workmem-sub-agent:{agent_name}:{parent}"``). :class:`~workmem.memory.Memory`
+  (``"workmem-sub-agent:{agent_name}:{parent}"``). :class:`~workmem.agent.Memory`
   refuses every plain string in that namespace as a resource id, so no id a
   caller passes in for a user can ever equal it; only the value made here is
   accepted. Use it unless a TypeScript Mastra agent must share the sub-agent's memory.
@@ -118,7 +118,7 @@ def sub_agent_resource_id(parent_resource_id: str, agent_name: str, *, isolated:
     its last ``-`` (also for nested sub-agents).
 
     ``isolated=True`` returns a :class:`SubAgentResourceId` instead, in a
-    namespace :class:`~workmem.memory.Memory` refuses for every plain string, so
+    namespace :class:`~workmem.agent.Memory` refuses for every plain string, so
     it can never be the id of a user; it is not Mastra's format, so a TypeScript
     agent will not find that memory. Prefer it unless you need that sharing.
     """

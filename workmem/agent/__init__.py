@@ -8,12 +8,12 @@ message that shows the memory to the model.
 
 from __future__ import annotations
 
-from workmem.memory.agents import SUB_AGENT_PREFIX, SubAgentResourceId, sub_agent_resource_id
-from workmem.memory.memory import Memory, ToolResult
-from workmem.memory.prompt import DATA_TAG, MEMORY_MESSAGE_NAME, escape_data, is_memory_message
-from workmem.memory.schema import WorkingMemorySchema
-from workmem.memory.templates import DEFAULT_TEMPLATE
-from workmem.memory.tool import TOOL_NAME, to_anthropic_tool, to_openai_tool
+from workmem.agent.agents import SUB_AGENT_PREFIX, SubAgentResourceId, sub_agent_resource_id
+from workmem.agent.memory import Memory, ToolResult
+from workmem.agent.prompt import DATA_TAG, MEMORY_MESSAGE_NAME, escape_data, is_memory_message
+from workmem.agent.schema import WorkingMemorySchema
+from workmem.agent.templates import DEFAULT_TEMPLATE
+from workmem.agent.tool import TOOL_NAME, to_anthropic_tool, to_openai_tool
 
 __all__ = [
     "DATA_TAG",
