@@ -86,7 +86,7 @@ def _check_schema(lines: list[str]) -> None:
         "array replaced: merged",
         '  memory = {"contact": {"email": "sam@example.com", "phone": "+49 30 1234567"}, '
         '"interests": ["go", "climbing"], "name": "Sam"}',
-        "invalid: error: the update does not match the schema: at $.interests: 'go' is not of type 'array'. "
+        """invalid: error: the update does not match the schema: at $.interests: "go" is not of type 'array'. """
         "Nothing was stored.",
         '  memory = {"contact": {"email": "sam@example.com", "phone": "+49 30 1234567"}, '
         '"interests": ["go", "climbing"], "name": "Sam"}',

@@ -54,7 +54,7 @@ def test_patch_form_makes_every_merged_field_nullable() -> None:
     errors = schema.patch_errors({"home": {"city": 5}, "tags": {"a": "x"}, "visited": [{}]})
     assert errors == [
         "at $.home.city: 5 is not of type 'string'",
-        "at $.tags.a: 'x' is not of type 'integer'",
+        """at $.tags.a: "x" is not of type 'integer'""",
         "at $.visited[0]: 'city' is a required property",
     ]
     assert schema.top_level_properties == ["name", "age", "home", "work", "tags", "visited", "parent"]
@@ -89,7 +89,7 @@ def test_draft07_definitions_and_escaped_names() -> None:
     schema = WorkingMemorySchema(source)
     assert schema.document_errors({"thing": {}}) == []
     assert schema.patch_errors({"thing": {"x": None}}) == []
-    assert schema.patch_errors({"thing": {"x": "no"}}) == ["at $.thing.x: 'no' is not of type 'integer'"]
+    assert schema.patch_errors({"thing": {"x": "no"}}) == ["""at $.thing.x: "no" is not of type 'integer'"""]
     # In the tool, the definitions move to the root of "parameters", where the $refs resolve.
     definition = Memory("memory://", schema=source).tool_definition(format="anthropic")
     assert definition is not None
@@ -217,3 +217,25 @@ def test_valid_patches_keep_a_valid_document_valid(patches: list[dict[str, Any]]
             continue
         document = apply_merge_patch(document, patch)
         assert _SCHEMA.document_errors(document) == [], (patch, document)
+
+
+def test_errors_the_model_reads_show_values_as_json() -> None:
+    """The model wrote JSON: a refused value is shown as JSON (true, null, "3"), never as Python (True, None, '3')."""
+    memory = Memory(
+        "memory://",
+        schema={
+            "type": "object",
+            "properties": {"age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
+        },
+    )
+    cases = {
+        '{"memory": {"age": true}}': "true is not of type",
+        '{"memory": {"age": "3"}}': '"3" is not of type',
+        '{"memory": {"tags": [null]}}': "null is not of type",
+        '{"memory": {"tags": [false, "ok"]}}': "false is not of type",
+    }
+    for arguments, shown in cases.items():
+        result = memory.call_tool(arguments, resource_id="u")
+        assert result["ok"] is False and shown in result["error"], result
+        assert not any(word in result["error"] for word in ("True", "False", "None", "'3'")), result
+    assert memory.get_working_memory(resource_id="u") is None

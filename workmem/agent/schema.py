@@ -358,7 +358,7 @@ class WorkingMemorySchema:
         for error in errors[:_MAX_ERRORS]:
             best = _most_specific(error)
             where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in best.absolute_path)
-            messages.append(f"at ${where}: {_shorten(best.message)}")
+            messages.append(f"at ${where}: {_shorten(_as_json(best))}")
         if len(errors) > _MAX_ERRORS:
             messages.append(f"... and {len(errors) - _MAX_ERRORS} more")
         return messages
@@ -376,6 +376,18 @@ def _most_specific(error: Any) -> Any:
             break
         error = max(branches, key=lambda e: len(e.absolute_path))
     return error
+
+
+def _as_json(error: Any) -> str:
+    """jsonschema's message with the value it starts with written as JSON (``true``, ``null``, ``"3"``), not Python."""
+    message: str = error.message
+    shown = repr(error.instance)
+    if not message.startswith(shown):
+        return message
+    try:
+        return json.dumps(error.instance, ensure_ascii=False) + message[len(shown) :]
+    except (TypeError, ValueError):
+        return message
 
 
 def _shorten(message: str, limit: int = 300) -> str:
