@@ -86,3 +86,34 @@ def test_only_a_memory_with_the_tool_is_told_how_to_send_escapes() -> None:
     assert "send" in writable.lower() and "&amp;" in writable
     assert "send" not in read_only.lower() and "&amp;" in read_only
     assert _data_block(read_only) == _data_block(writable) == "R&amp;B &lt;fan&gt;"
+
+
+def test_a_memory_copied_back_with_its_fence_is_stored_unchanged() -> None:
+    """Models copy whole blocks, tags included: the fence the system message drew is not stored as memory."""
+    rid = f"r-{uuid.uuid4().hex}"
+    _template_memory.update_working_memory("# User\n- **Likes**: R&B <live>", resource_id=rid)
+    message = _template_memory.system_message(resource_id=rid)
+    start = message.index(f"<{DATA_TAG}>")
+    block = message[start : message.index(f"</{DATA_TAG}>") + len(f"</{DATA_TAG}>")]
+    for _ in range(3):  # copied back as shown, fence and all, turn after turn
+        assert _template_memory.call_tool({"memory": block}, resource_id=rid)["action"] == "replaced"
+        assert _template_memory.get_working_memory(resource_id=rid) == "# User\n- **Likes**: R&B <live>"
+    # the unfilled template copied with its own tags is still recognised, and erases nothing
+    template = _template_memory.template
+    assert template is not None
+    for tag in ("working_memory_template", DATA_TAG):
+        result = _template_memory.call_tool({"memory": f"<{tag}>\n{template}\n</{tag}>"}, resource_id=rid)
+        assert result["action"] == "ignored", result
+    assert _template_memory.get_working_memory(resource_id=rid) == "# User\n- **Likes**: R&B <live>"
+
+
+@settings(max_examples=200, deadline=None)
+@given(_text)
+def test_any_memory_copied_back_with_its_fence_round_trips(stored: str) -> None:
+    rid = f"r-{uuid.uuid4().hex}"
+    _template_memory.update_working_memory(stored, resource_id=rid)
+    message = _template_memory.system_message(resource_id=rid)
+    start = message.index(f"<{DATA_TAG}>")
+    block = message[start : message.index(f"\n</{DATA_TAG}>") + len(f"\n</{DATA_TAG}>")]
+    result = _template_memory.call_tool({"memory": block}, resource_id=rid)
+    assert _template_memory.get_working_memory(resource_id=rid) == stored, result

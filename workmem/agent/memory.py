@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from workmem.agent.agents import check_resource_id
-from workmem.agent.prompt import insert_memory_message, render_system_message, unescape_data
+from workmem.agent.prompt import insert_memory_message, render_system_message, unescape_data, unfence
 from workmem.agent.schema import SchemaInput, WorkingMemorySchema
 from workmem.agent.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
 from workmem.agent.tool import (
@@ -334,7 +334,7 @@ class Memory:
                     )
                 # The model saw the memory with &, < and > escaped and may copy it back as shown:
                 # decoding exactly those escapes stores what it meant, so round trips are stable.
-                value = unescape_data(validate_text(value, "'memory'"))
+                value = unescape_data(unfence(validate_text(value, "'memory'")))  # fence copied too: dropped
                 if is_blank_update(value, [self.template]):
                     return _ignored()
                 self._write(address, value)

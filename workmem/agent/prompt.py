@@ -34,6 +34,7 @@ __all__ = [
     "is_memory_message",
     "render_system_message",
     "unescape_data",
+    "unfence",
 ]
 
 DATA_TAG = "working_memory_data"
@@ -62,6 +63,26 @@ def unescape_data(text: str) -> str:
     these sequences is unchanged.
     """
     return _ESCAPED.sub(lambda match: _UNESCAPED[match.group(1)], text)
+
+
+_FENCE_TAGS = (DATA_TAG, "working_memory_template")
+
+
+def unfence(text: str) -> str:
+    """``text`` without the one ``<working_memory_data>`` (or template) fence around it, if a model copied it too.
+
+    The system message draws ``<tag>\nDATA\n</tag>``; a model that copies the whole
+    block sends the fence back. Only a fence around the whole text (whitespace
+    aside) with no other tag of its kind inside is taken off; other text is unchanged.
+    """
+    stripped = text.strip()
+    for tag in _FENCE_TAGS:
+        opening, closing = f"<{tag}>", f"</{tag}>"
+        if stripped.startswith(opening) and stripped.endswith(closing) and len(stripped) >= len(opening + closing):
+            inner = stripped[len(opening) : len(stripped) - len(closing)]
+            if opening not in inner and closing not in inner:
+                return inner.removeprefix("\n").removesuffix("\n")
+    return text
 
 
 def escape_json(text: str) -> str:
