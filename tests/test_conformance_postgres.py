@@ -18,7 +18,7 @@ pytestmark = pytest.mark.backend("postgres")
 
 
 class TestPostgresConformance(ConformanceTests):
-    """Every conformance check against ``workmem.adapters.postgres:PostgresStorage``."""
+    """Every conformance check against ``workmem.adapters.postgres.storage:PostgresStorage``."""
 
     @pytest.fixture
     def workmem_target(self) -> Iterator[str]:

@@ -121,7 +121,7 @@ def test_mongodb_errors_are_classified_by_class_code_and_label() -> None:
 
 def test_postgres_sqlstates_and_login_failures_are_classified() -> None:
     """Unit: the SQLSTATE table (the server cases above run for real)."""
-    from workmem.adapters.sql.sqlstate import error_kind
+    from workmem.adapters.postgres.sqlstate import error_kind
 
     cases: list[tuple[str | None, str, bool, type[WorkmemError]]] = [
         ("08006", "connection failure", True, BackendUnavailableError),

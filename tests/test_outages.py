@@ -376,7 +376,7 @@ def test_postgres_pool_exhausted_is_busy_and_closed_storage_is_closed() -> None:
 def test_postgres_connection_lost_unnoticed_reads_retried_writes_not(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pre-use check raced (simulated): a read and a transaction's BEGIN go again on a new connection;
     a write does not (it may have run), and fails with BackendUnavailableError."""
-    import workmem.adapters.postgres_pool as pool_module
+    import workmem.adapters.postgres.pool as pool_module
 
     with postgres_behind_proxy(min_size=1, max_size=1) as (storage, proxy):
         storage.save_thread(Thread("t", "owner-a", "before"))

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from workmem import UNSET, Resource, Thread, UnreadableRecordError, ValidationError
+from workmem.adapters.postgres.dialect import PostgresDialect
 from workmem.adapters.sql import Statement, identifier
 from workmem.adapters.sql.dialect import placeholder_names
-from workmem.adapters.sql.postgres import PostgresDialect
 from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row, thread_from_row
 from workmem.adapters.sql.sqlite import SQLiteDialect
 from workmem.changes import merge_document, updated_resource

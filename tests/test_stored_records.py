@@ -368,7 +368,7 @@ def test_postgres_system_schemas_are_refused(schema: str) -> None:
         with pytest.raises(ValidationError, match="system schema"):
             workmem.connect(f"{url}?schema={schema}").close()
         with pytest.raises(ValidationError, match="system schema"):
-            from workmem.adapters.postgres import PostgresStorage
+            from workmem.adapters.postgres.storage import PostgresStorage
 
             PostgresStorage(url, schema=schema).close()
         with psycopg.connect(url, autocommit=True) as conn:

@@ -12,7 +12,7 @@ wait when all ``max_size`` are in use, default 30), ``connect_timeout``
 tables must exist).
 
 Driver: psycopg 3 (``pip install 'workmem[postgres]'``), with workmem's own
-pool (:mod:`workmem.adapters.postgres_pool`): a connection is opened in the
+pool (:mod:`workmem.adapters.postgres.pool`): a connection is opened in the
 calling thread when none is idle, so while the server is down a call fails
 within ``connect_timeout`` with the driver's reason (``Connection refused``,
 ``timeout expired``), and the first call after it is back connects at once.
@@ -22,7 +22,7 @@ and one round trip. A connection the server closed (restart,
 replaced; a read (or the ``BEGIN`` of a read-modify-write) that still meets
 a dropped connection is tried once more on a new one, a write never is: it
 may have run before the connection dropped. Errors are classified by SQLSTATE
-(:mod:`workmem.adapters.sql.sqlstate`): worth retrying or refused.
+(:mod:`workmem.adapters.postgres.sqlstate`): worth retrying or refused.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, Self
 from urllib.parse import unquote
 
+from workmem.adapters.sql import Result, SqlStorage, Statement
+from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable, check_options, driver_error
 from workmem.drivers import import_driver
 from workmem.errors import (
     StorageClosedError,
@@ -42,9 +44,7 @@ from workmem.errors import (
 from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import encode_userinfo, mask_secrets, mask_url, split_userinfo, url_secrets
 
-from .postgres_pool import ConnectionPool, log
-from .sql import Result, SqlStorage, Statement
-from .sql.postgres import (
+from .dialect import (
     EXACT_CHECK_ERROR,
     FORMAT_ERROR,
     NEAR_LIMIT_ERROR,
@@ -52,8 +52,8 @@ from .sql.postgres import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
-from .sql.sqlstate import error_kind
-from .sql.storage import ExactCheckNeeded, StoredMetadataUnreadable, check_options, driver_error
+from .pool import ConnectionPool, log
+from .sqlstate import error_kind
 
 __all__ = ["PostgresStorage", "parse_postgres_url"]
 

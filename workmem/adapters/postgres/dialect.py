@@ -31,11 +31,10 @@ import functools
 from datetime import datetime
 from typing import Any, ClassVar
 
+from workmem.adapters.sql.dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 from workmem.errors import ValidationError
 from workmem.storage import ScopeTarget
 from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES, dump_json
-
-from .dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 
 __all__ = [
     "EXACT_CHECK_ERROR",
