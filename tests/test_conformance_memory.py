@@ -2,7 +2,7 @@
 
 ``TestMemoryConformance`` is how every backend's test module runs the suite.
 The ``pytester`` tests run pytest inside pytest to check the plugin's three
-promises: ``--workmem-url`` / ``WORKMEM_URL`` run the suite, no URL adds
+promises: ``--workmem-url`` / ``WORKMEM_CONFORMANCE_URL`` run the suite, no URL adds
 nothing, and a subclass cannot replace a standard check except by ``xfail``.
 """
 
@@ -40,13 +40,37 @@ def test_url_option_runs_the_suite(pytester: pytest.Pytester) -> None:
 
 def test_env_var_runs_the_suite_next_to_given_paths(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_mine="def test_mine():\n    assert True\n")
-    monkeypatch.setenv("WORKMEM_URL", "memory://")
+    monkeypatch.setenv("WORKMEM_CONFORMANCE_URL", "memory://")
     result = pytester.runpytest("test_mine.py", "--workmem-profile", "quick", "-k", "mine or stateful")
     result.assert_outcomes(passed=2)
 
 
+def test_env_var_never_takes_the_projects_own_tests_out(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_mine="def test_mine():\n    assert True\n")
+    monkeypatch.setenv("WORKMEM_CONFORMANCE_URL", "memory://")
+    result = pytester.runpytest("--workmem-profile", "quick", "-v", "-k", "mine or stateful")  # no paths
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_mine PASSED*", "*test_stateful PASSED*"])
+    header = next(line for line in result.stdout.lines if line.startswith("workmem conformance suite:"))
+    assert header == "workmem conformance suite: memory:// (from WORKMEM_CONFORMANCE_URL), profile quick"
+
+
+def test_an_applications_workmem_url_means_nothing_to_the_plugin(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The examples read $WORKMEM_URL as the application's storage: it must not turn a project's run into the suite."""
+    pytester.makepyfile(test_mine="def test_mine():\n    assert True\n")
+    monkeypatch.setenv("WORKMEM_URL", "memory://")
+    monkeypatch.delenv("WORKMEM_CONFORMANCE_URL", raising=False)
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=1)
+    assert "conformance" not in result.stdout.str().lower()
+
+
 def test_without_a_url_the_plugin_adds_nothing(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("WORKMEM_URL", raising=False)
+    monkeypatch.delenv("WORKMEM_CONFORMANCE_URL", raising=False)
     pytester.makepyfile(test_own="def test_own():\n    assert True\n")
     result = pytester.runpytest("-v")
     result.assert_outcomes(passed=1)

@@ -1,8 +1,13 @@
 """pytest plugin of the conformance suite (registered through the ``pytest11`` entry point).
 
-* ``pytest --workmem-url URL`` (or ``WORKMEM_URL=URL pytest``) runs the suite
-  against ``URL``: with no paths on the command line only the suite is
-  collected, otherwise it is collected next to the given paths.
+* ``pytest --workmem-url URL`` runs the suite against ``URL``: with no paths
+  on the command line only the suite is collected, otherwise it is collected
+  next to the given paths.
+* ``WORKMEM_CONFORMANCE_URL=URL pytest`` collects the suite next to whatever
+  pytest collects anyway: a variable in the environment never takes a
+  project's own tests out of its run. (``WORKMEM_URL``, which applications
+  use for their own storage, means nothing to the plugin.)
+* Either way the run's header names the URL (masked) and the profile.
 * ``--workmem-profile quick|ci|thorough`` picks the profile (default ``ci``).
 * Any collected :class:`~workmem.conformance.ConformanceTests` subclass whose
   standard check was swapped for another function fails the collection.
@@ -12,10 +17,12 @@ With neither option nor variable the plugin adds nothing to the run.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from .suite import URL_ENV, configured_url
+from .target import masked
 
 __all__ = ["SUITE_MODULE"]
 
@@ -30,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="workmem_url",
         default=None,
         metavar="URL",
-        help="run the workmem conformance suite against this backend URL (or set WORKMEM_URL)",
+        help="run the workmem conformance suite against this backend URL (or set WORKMEM_CONFORMANCE_URL)",
     )
     group.addoption(
         "--workmem-profile",
@@ -42,12 +49,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not (config.getoption("workmem_url") or os.environ.get("WORKMEM_URL")):
+    if configured_url(config) is None:
         return
-    if config.args_source == pytest.Config.ArgsSource.ARGS:
-        config.args.append(str(SUITE_MODULE))
+    explicit_paths = config.args_source == pytest.Config.ArgsSource.ARGS
+    if config.getoption("workmem_url") and not explicit_paths:
+        config.args[:] = [str(SUITE_MODULE)]  # `pytest --workmem-url URL` alone: the suite only
     else:
-        config.args[:] = [str(SUITE_MODULE)]
+        config.args.append(str(SUITE_MODULE))
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    url = configured_url(config)
+    if url is None:
+        return None
+    source = "--workmem-url" if config.getoption("workmem_url") else URL_ENV
+    profile = config.getoption("workmem_profile") or "ci"
+    return f"workmem conformance suite: {masked(url)} (from {source}), profile {profile}"
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -32,7 +32,7 @@ __all__ = ["ConformanceTests", "configured_url", "method_name", "overridden_chec
 
 URL_OPTION = "--workmem-url"
 PROFILE_OPTION = "--workmem-profile"
-URL_ENV = "WORKMEM_URL"
+URL_ENV = "WORKMEM_CONFORMANCE_URL"  # not WORKMEM_URL: applications use that one for their own storage
 CHECK_ATTR = "__workmem_check__"
 
 
@@ -41,7 +41,7 @@ def method_name(check: Check) -> str:
 
 
 def configured_url(config: pytest.Config) -> str | None:
-    """The URL given with ``--workmem-url`` or ``WORKMEM_URL``, if any."""
+    """The URL given with ``--workmem-url`` or ``WORKMEM_CONFORMANCE_URL``, if any."""
     url = config.getoption("workmem_url", default=None) or os.environ.get(URL_ENV)
     return url or None
 

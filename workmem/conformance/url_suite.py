@@ -8,4 +8,4 @@ __all__ = ["TestWorkmemConformance"]
 
 
 class TestWorkmemConformance(ConformanceTests):
-    """Every conformance check against ``--workmem-url`` / ``WORKMEM_URL``."""
+    """Every conformance check against ``--workmem-url`` / ``WORKMEM_CONFORMANCE_URL``."""
