@@ -207,7 +207,7 @@ class OracleFloor(Floor):
     def __init__(self, ns: Namespace) -> None:
         import oracledb
 
-        from workmem.adapters.oracle import parse_oracle_url
+        from workmem.adapters.oracle.storage import parse_oracle_url
 
         config = parse_oracle_url(ns.detail["url"])
         self._conn: Any = oracledb.connect(

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.backend("oracle")
 
 
 class TestOracleConformance(ConformanceTests):
-    """Every conformance check against ``workmem.adapters.oracle:OracleStorage``."""
+    """Every conformance check against ``workmem.adapters.oracle.storage:OracleStorage``."""
 
     @pytest.fixture
     def workmem_target(self) -> Iterator[str]:

@@ -20,9 +20,7 @@ import oracledb
 import pytest
 
 import workmem
-from workmem.adapters.oracle import OracleStorage, parse_oracle_url
-from workmem.adapters.sql import Statement
-from workmem.adapters.sql.oracle import (
+from workmem.adapters.oracle.dialect import (
     EMPTY_STRING_SENTINEL,
     ESCAPED_PREFIX,
     OracleDialect,
@@ -35,6 +33,8 @@ from workmem.adapters.sql.oracle import (
     is_unique_violation,
     oracle_error_code,
 )
+from workmem.adapters.oracle.storage import OracleStorage, parse_oracle_url
+from workmem.adapters.sql import Statement
 from workmem.adapters.sql.rows import resource_from_row, thread_from_row
 from workmem.errors import (
     BackendBusyError,

@@ -23,8 +23,8 @@ from servers import server_url
 from test_sql_contract import SqlContract
 
 import workmem
-from workmem.adapters.oracle import OracleStorage, parse_oracle_url
-from workmem.adapters.sql.oracle import oracle_error_code
+from workmem.adapters.oracle.dialect import oracle_error_code
+from workmem.adapters.oracle.storage import OracleStorage, parse_oracle_url
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import Resource, Scope, Thread

@@ -381,7 +381,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
     from workmem.adapters.mongodb_client import driver_url
-    from workmem.adapters.oracle import parse_oracle_url
+    from workmem.adapters.oracle.storage import parse_oracle_url
     from workmem.adapters.postgres.storage import parse_postgres_url
     from workmem.adapters.upstash.connection import UpstashSettings
 

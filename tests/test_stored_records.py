@@ -184,7 +184,7 @@ def test_a_stamp_before_year_1_in_utc_is_refused() -> None:
 
 def test_oracle_stamps_use_four_digit_years() -> None:
     """Oracle's bind text (no server needed): ``TO_TIMESTAMP_TZ`` gets the year as four digits."""
-    from workmem.adapters.sql.oracle import encode_timestamp
+    from workmem.adapters.oracle.dialect import encode_timestamp
 
     assert encode_timestamp(NEVER) == "0001-01-01 00:00:00.000 +00:00"
     assert encode_timestamp(BEFORE_1000) == "0999-12-31 23:59:59.999 +00:00"

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Final
 
+from workmem.adapters.sql.dialect import RESOURCES, THREADS, Dialect, Statement, placeholder_names
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -46,8 +47,6 @@ from workmem.errors import (
 from workmem.records import Resource, Thread
 from workmem.storage import ListQuery
 from workmem.timestamps import to_iso
-
-from .dialect import RESOURCES, THREADS, Dialect, Statement, placeholder_names
 
 __all__ = [
     "ALREADY_EXISTS",

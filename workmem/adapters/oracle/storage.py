@@ -11,7 +11,7 @@ Options: ``min_size`` (pooled sessions kept open, default 0), ``max_size``
 Driver: python-oracledb in thin mode (``pip install 'workmem[oracle]'``; no
 Oracle Client libraries, ``init_oracle_client`` is never called), with its
 connection pool. Oracle 19c or later: ``metadata`` is native ``JSON`` from 21c
-on, ``CLOB CHECK (metadata IS JSON)`` before (:mod:`workmem.adapters.sql.oracle`).
+on, ``CLOB CHECK (metadata IS JSON)`` before (:mod:`workmem.adapters.oracle.dialect`).
 
 Atomicity: ``save_thread`` is one ``MERGE`` whose update branch runs only for
 the same owner (row count 0 = another owner); of two racing creates of one id
@@ -33,6 +33,9 @@ from types import ModuleType
 from typing import Any, ClassVar, Final, Self, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from workmem.adapters.sql import Result, SqlStorage, Statement
+from workmem.adapters.sql.rows import thread_from_row
+from workmem.adapters.sql.storage import driver_error
 from workmem.drivers import import_driver
 from workmem.errors import (
     StorageClosedError,
@@ -45,8 +48,7 @@ from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.timestamps import utc_now
 from workmem.urls import mask_url, split_userinfo
 
-from .sql import Result, SqlStorage, Statement
-from .sql.oracle import (
+from .dialect import (
     ALREADY_EXISTS,
     CLOB_PARAMS,
     INVALID_DATATYPE,
@@ -58,8 +60,6 @@ from .sql.oracle import (
     is_unique_violation,
     oracle_error_code,
 )
-from .sql.rows import thread_from_row
-from .sql.storage import driver_error
 
 __all__ = ["OracleConfig", "OracleStorage", "parse_oracle_url"]
 
