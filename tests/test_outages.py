@@ -26,7 +26,7 @@ from tcp_proxy import TcpProxy
 from upstash_fixtures import Bridge, delete_prefix
 
 import workmem
-from workmem.errors import BackendUnavailableError
+from workmem.errors import BackendRefusedError, BackendUnavailableError, ValidationError
 from workmem.records import Thread
 from workmem.testing.upstash_bridge import BridgeServer, spawn_bridge
 from workmem.testing.upstash_bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command
@@ -283,6 +283,22 @@ def _fails_fast(call: object, within: float) -> BackendUnavailableError:
     assert took < within, f"the call took {took:.1f} s to fail"
     assert PASSWORD not in str(caught.value) and PASSWORD not in repr(caught.value.__cause__)
     return caught.value
+
+
+@pytest.mark.backend("postgres")
+def test_postgres_refused_login_is_no_outage_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """The server answered and said no: the caller gets BackendRefusedError, the log says nothing of an outage."""
+    caplog.set_level(logging.DEBUG)
+    role = f"no_such_role_{secrets.token_hex(4)}"
+    host, port = _target("postgres", 5432)
+    for url in (
+        f"postgresql://{role}:{PASSWORD}@{host}:{port}/postgres",
+        f"postgresql://{host}:{port}/postgres?sslmode=bogus",
+    ):
+        with pytest.raises((BackendRefusedError, ValidationError)):
+            workmem.connect(url)
+    outage = [r.getMessage() for r in caplog.records if "reachable" in r.getMessage()]
+    assert outage == []
 
 
 @pytest.mark.backend("postgres")

@@ -45,7 +45,9 @@ class ConnectionPool:
     without a round trip; closed ones are dropped), or opens a new one while
     fewer than ``max_size`` are open, or waits up to ``timeout`` seconds for
     one to be given back. ``connect`` opens one connection and raises the
-    driver's error; ``where`` (the masked URL) names the server in messages.
+    driver's error; ``where`` (the masked URL) names the server in messages;
+    ``is_outage`` tells a failed connect that is worth logging as an outage
+    (server unreachable) from one the server or libpq refused.
     """
 
     def __init__(
@@ -56,9 +58,11 @@ class ConnectionPool:
         timeout: float,
         where: str,
         describe: Callable[[BaseException], str] = str,
+        is_outage: Callable[[BaseException], bool] = lambda exc: True,
     ) -> None:
         self._connect = connect
         self._describe = describe
+        self._is_outage = is_outage
         self._max_size = max_size
         self._timeout = timeout
         self._where = where
@@ -106,6 +110,8 @@ class ConnectionPool:
             conn = self._connect()
         except BaseException as exc:
             self._forget()
+            if not self._is_outage(exc):
+                raise  # the server answered and said no (a login it refuses), or the URL is wrong: no outage
             if not self._down:
                 self._down = True
                 log.warning("PostgreSQL at %s is unreachable: %s", self._where, self._describe(exc))

@@ -36,6 +36,7 @@ from workmem.adapters.sql import Result, SqlStorage, Statement
 from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable, check_options, driver_error
 from workmem.drivers import import_driver
 from workmem.errors import (
+    BackendUnavailableError,
     StorageClosedError,
     ValidationError,
     WorkingMemoryFormatError,
@@ -168,6 +169,7 @@ class PostgresStorage(SqlStorage):
             timeout=timeout,
             where=self._url,
             describe=lambda exc: mask_secrets(str(exc), *self._secrets),
+            is_outage=lambda exc: isinstance(self._error(exc), BackendUnavailableError),
         )
         create = check_create(create)
         conns = [self._take()]  # the first connection runs the setup, then joins the pool
