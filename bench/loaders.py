@@ -281,7 +281,7 @@ class MongoLoader(Loader):
         self._db = self._client[ns.detail["database"]]
 
     def threads(self, threads: Sequence[Thread]) -> None:
-        from workmem.adapters.mongodb_documents import thread_insert_fields
+        from workmem.adapters.mongodb.documents import thread_insert_fields
 
         for chunk in _chunks(threads, _BATCH * 4):
             self._db["mastra_threads"].insert_many(
@@ -289,7 +289,7 @@ class MongoLoader(Loader):
             )
 
     def resources(self, resources: Sequence[Resource]) -> None:
-        from workmem.adapters.mongodb_documents import resource_document
+        from workmem.adapters.mongodb.documents import resource_document
 
         for chunk in _chunks(resources, _BATCH * 4):
             self._db["mastra_resources"].insert_many(

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.backend("mongodb")
 
 
 class TestMongoDBConformance(ConformanceTests):
-    """Every conformance check against MongoDB (``workmem.adapters.mongodb:MongoStorage``)."""
+    """Every conformance check against MongoDB (``workmem.adapters.mongodb.storage:MongoStorage``)."""
 
     @pytest.fixture
     def workmem_target(self) -> Iterator[str]:

@@ -170,7 +170,7 @@ def test_mongodb_create_false_checks_the_collections_fake(monkeypatch: pytest.Mo
     """FAKE (mongomock): ``create=False`` creates no index and names missing collections; not conformance."""
     import mongomock
 
-    from workmem.adapters import mongodb
+    from workmem.adapters.mongodb import storage as mongodb
 
     client = mongomock.MongoClient(tz_aware=True)
     monkeypatch.setattr(mongodb, "open_client", lambda url, options, secrets: client)

@@ -99,7 +99,7 @@ def test_mongodb_errors_are_classified_by_class_code_and_label() -> None:
     """Unit (no server): pymongo's exceptions as the MongoDB adapter maps them."""
     from pymongo import errors
 
-    from workmem.adapters.mongodb_client import error_kind
+    from workmem.adapters.mongodb.client import error_kind
 
     labelled = errors.OperationFailure("stepped down", code=999, details={"errorLabels": ["RetryableWriteError"]})
     cases: list[tuple[Exception, type[WorkmemError]]] = [

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from workmem.adapters.mongodb import MongoStorage
-from workmem.adapters.mongodb_documents import RESOURCES, THREADS
+from workmem.adapters.mongodb.documents import RESOURCES, THREADS
+from workmem.adapters.mongodb.storage import MongoStorage
 from workmem.errors import (
     ThreadExistsError,
     ThreadNotFoundError,

@@ -16,7 +16,7 @@ import mongomock
 import pytest
 from test_mongodb_behaviour import MongoBehaviour
 
-from workmem.adapters.mongodb import MongoStorage
+from workmem.adapters.mongodb.storage import MongoStorage
 
 
 @pytest.fixture

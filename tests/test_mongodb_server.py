@@ -14,7 +14,7 @@ import pytest
 from backends import fresh_mongodb_url
 from test_mongodb_behaviour import MongoBehaviour
 
-from workmem.adapters.mongodb import MongoStorage
+from workmem.adapters.mongodb.storage import MongoStorage
 
 
 def fresh_database_url(url: str) -> tuple[str, str]:

@@ -21,9 +21,8 @@ from bson.int64 import Int64
 from bson.objectid import ObjectId
 
 import workmem
-from workmem.adapters.mongodb import MongoStorage
-from workmem.adapters.mongodb_client import Secrets, client_options
-from workmem.adapters.mongodb_documents import (
+from workmem.adapters.mongodb.client import Secrets, client_options
+from workmem.adapters.mongodb.documents import (
     REV,
     cas_filter,
     next_rev,
@@ -34,6 +33,7 @@ from workmem.adapters.mongodb_documents import (
     thread_insert_fields,
     to_plain,
 )
+from workmem.adapters.mongodb.storage import MongoStorage
 from workmem.errors import BackendUnavailableError
 from workmem.records import Resource, Thread
 from workmem.registry import resolve

@@ -380,7 +380,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
     import pymongo.uri_parser
     from psycopg.conninfo import conninfo_to_dict
 
-    from workmem.adapters.mongodb_client import driver_url
+    from workmem.adapters.mongodb.client import driver_url
     from workmem.adapters.oracle.storage import parse_oracle_url
     from workmem.adapters.postgres.storage import parse_postgres_url
     from workmem.adapters.upstash.connection import UpstashSettings
@@ -460,7 +460,7 @@ def test_raw_postgres_password_opens_the_right_database_and_never_shows(kind: st
 def test_raw_mongodb_and_oracle_passwords_hidden(
     kind: str, leaks: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from workmem.adapters.mongodb import MongoStorage
+    from workmem.adapters.mongodb.storage import MongoStorage
 
     secret = raw_password(kind)
     fast = "serverSelectionTimeoutMS=300&connectTimeoutMS=300"

@@ -521,7 +521,7 @@ def test_mongodb_documents_of_other_programs_code_path() -> None:
     import uuid
 
     mongomock = pytest.importorskip("mongomock")
-    from workmem.adapters.mongodb import MongoStorage
+    from workmem.adapters.mongodb.storage import MongoStorage
     from workmem.errors import UnreadableRecordError
 
     client = mongomock.MongoClient(tz_aware=True)

@@ -9,7 +9,7 @@ quickly instead of after pymongo's 30 s.
 
 Collections and documents are those of the TypeScript ``@mastra/mongodb``
 adapter (``mastra_threads``, ``mastra_resources``; see
-:mod:`workmem.adapters.mongodb_documents`). Atomicity needs no multi-document
+:mod:`workmem.adapters.mongodb.documents`). Atomicity needs no multi-document
 transaction, so a standalone server works:
 
 * ``save_thread`` is an upsert filtered on ``{id, resourceId}``: when the id
@@ -38,8 +38,8 @@ from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self
 
-from workmem.adapters.mongodb_client import Secrets, driver_errors, is_duplicate_key, open_client
-from workmem.adapters.mongodb_documents import (
+from workmem.adapters.mongodb.client import Secrets, driver_errors, is_duplicate_key, open_client
+from workmem.adapters.mongodb.documents import (
     DEFAULT_DATABASE,
     RESOURCE_INDEXES,
     RESOURCES,
