@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import workmem
 from workmem.merge_patch import apply_merge_patch, parse_json_object
@@ -31,6 +35,47 @@ def test_rfc7396_appendix_a_examples() -> None:
     ]
     for target, patch, expected in cases:
         assert apply_merge_patch(target, patch) == expected
+
+
+def _merge_patch_as_written_in_rfc7396(target: Any, patch: Any) -> Any:
+    """RFC 7396 section 2's pseudocode, recursive, as the reference."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_patch_as_written_in_rfc7396(result.get(key), value)
+    return result
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(_json, _json)
+def test_merge_patch_agrees_with_the_rfc_pseudocode(target: Any, patch: Any) -> None:
+    before = json.dumps([target, patch])
+    merged = apply_merge_patch(target, patch)
+    assert json.dumps(merged) == json.dumps(_merge_patch_as_written_in_rfc7396(target, patch))  # key order too
+    assert json.dumps([target, patch]) == before  # neither argument modified
+
+
+def test_merge_patch_nested_past_the_recursion_limit() -> None:
+    depth = 100_000
+    patch: dict[str, Any] = {"leaf": 1}
+    for _ in range(depth):
+        patch = {"a": patch}
+    merged = apply_merge_patch({"keep": True}, patch)
+    assert merged["keep"] is True
+    node = merged
+    for _ in range(depth):
+        node = node["a"]
+    assert node == {"leaf": 1}
 
 
 def test_parse_json_object_rejects_non_objects() -> None:

@@ -15,17 +15,26 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
     """Return ``target`` patched by ``patch`` (RFC 7396 section 2); neither argument is modified.
 
     Objects merge recursively, ``None`` deletes a key, anything else (arrays,
-    scalars) replaces the target value whole.
+    scalars) replaces the target value whole. Written as a loop, not a
+    recursion, so a patch nested deeper than Python's recursion limit merges too.
     """
     if not isinstance(patch, dict):
         return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
+    root = dict(target) if isinstance(target, dict) else {}
+    pending: list[tuple[dict[str, Any], dict[str, Any]]] = [(root, patch)]
+    while pending:
+        result, part = pending.pop()
+        for key, value in part.items():
+            if value is None:
+                result.pop(key, None)
+            elif isinstance(value, dict):
+                current = result.get(key)
+                child = dict(current) if isinstance(current, dict) else {}
+                result[key] = child  # filled in when its turn comes: its place among the keys is kept
+                pending.append((child, value))
+            else:
+                result[key] = value
+    return root
 
 
 class _DuplicateKey(ValueError):
