@@ -18,7 +18,7 @@ pytestmark = pytest.mark.backend("libsql")
 
 
 class TestLibSQLConformance(ConformanceTests):
-    """Every conformance check against ``workmem.adapters.libsql:LibSQLStorage`` on a file."""
+    """Every conformance check against ``workmem.adapters.libsql.storage:LibSQLStorage`` on a file."""
 
     @pytest.fixture
     def workmem_target(self, tmp_path: Path) -> str:

@@ -22,7 +22,7 @@ from servers import server_url
 
 import workmem
 from workmem import Memory, MissingTablesError, ReadOnlyMemoryError, Thread, ValidationError
-from workmem.adapters.libsql import LibSQLStorage
+from workmem.adapters.libsql.storage import LibSQLStorage
 
 __all__ = ["backend_url"]  # the fixture, run once per backend
 

@@ -8,7 +8,7 @@ import pytest
 from test_reliability_secrets import closed_port, echo_server, failure_of
 
 import workmem
-from workmem.adapters.libsql import LibSQLStorage
+from workmem.adapters.libsql.storage import LibSQLStorage
 
 
 def test_libsql_tls_0_talks_plain_http_to_a_local_server() -> None:

@@ -161,7 +161,7 @@ def test_postgres_sqlstates_and_login_failures_are_classified() -> None:
 
 def test_libsql_driver_messages_are_classified() -> None:
     """Unit: the libsql driver's messages (the read-only, trigger, busy and HTTP cases run for real)."""
-    from workmem.adapters.libsql import _error_kind
+    from workmem.adapters.libsql.storage import _error_kind
 
     cases: list[tuple[str, type[WorkmemError]]] = [
         ("database is locked", BackendBusyError),

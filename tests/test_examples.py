@@ -25,7 +25,7 @@ def backend_env(request: pytest.FixtureRequest) -> dict[str, str]:
         env["WORKMEM_URL"] = "memory://"
     else:
         try:
-            importlib.import_module("workmem.adapters.libsql")
+            importlib.import_module("workmem.adapters.libsql.storage")
         except ImportError as exc:
             skip_or_fail("libsql", f"the libSQL adapter (the examples' default) is not available ({exc})")
     return env

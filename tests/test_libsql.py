@@ -34,7 +34,7 @@ from workmem import (
     UnreadableRecordError,
     ValidationError,
 )
-from workmem.adapters.libsql import LibSQLStorage, _Pool, parse_libsql_url
+from workmem.adapters.libsql.storage import LibSQLStorage, _Pool, parse_libsql_url
 
 pytestmark = pytest.mark.backend("libsql")
 

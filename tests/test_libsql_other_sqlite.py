@@ -26,8 +26,8 @@ import pytest
 
 import workmem
 from workmem import ValidationError
-from workmem.adapters import libsql as adapter
-from workmem.adapters.libsql import LibSQLStorage
+from workmem.adapters.libsql import storage as adapter
+from workmem.adapters.libsql.storage import LibSQLStorage
 
 pytestmark = pytest.mark.backend("libsql")
 

@@ -68,7 +68,7 @@ def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySt
         url = f"memory://test-memory-{uuid.uuid4().hex}"
     elif request.param == "libsql":
         try:
-            importlib.import_module("workmem.adapters.libsql")
+            importlib.import_module("workmem.adapters.libsql.storage")
         except ImportError as exc:
             skip_or_fail("libsql", f"the libSQL adapter is not available ({exc})")
         url = f"file:{tmp_path / f'memory-{uuid.uuid4().hex}.db'}"

@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 from workmem import UNSET, Resource, Thread, UnreadableRecordError, ValidationError
+from workmem.adapters.libsql.dialect import SQLiteDialect
 from workmem.adapters.postgres.dialect import PostgresDialect
 from workmem.adapters.sql import Statement, identifier
 from workmem.adapters.sql.dialect import placeholder_names
 from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row, thread_from_row
-from workmem.adapters.sql.sqlite import SQLiteDialect
 from workmem.changes import merge_document, updated_resource
 from workmem.storage import ScopeTarget, check_list_args
 

@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
 def _default_url(err: TextIO) -> Iterator[str]:
     """The embedded libSQL default in a fresh temporary folder, or ``memory://`` without the adapter."""
     try:
-        importlib.import_module("workmem.adapters.libsql")
+        importlib.import_module("workmem.adapters.libsql.storage")
     except ImportError as exc:
         print(f"backend: memory:// (the libSQL adapter is not available: {exc})", file=err)
         yield "memory://"

@@ -2,8 +2,9 @@
 
 * :mod:`.dialect` — the Mastra tables and every statement, built without I/O
   from a few per-database hooks (:class:`Dialect`);
-* :mod:`.sqlite` — the SQLite dialect (what its database does differently); PostgreSQL's and
-  Oracle's are ``dialect.py`` in their own packages (:mod:`workmem.adapters.postgres.dialect`, ...);
+* the dialects (what each database does differently) live in each backend's package:
+  :mod:`workmem.adapters.libsql.dialect`, :mod:`workmem.adapters.postgres.dialect`,
+  :mod:`workmem.adapters.oracle.dialect`;
 * :mod:`.rows` — rows to records (records after an update or merge: :mod:`workmem.changes`);
 * :mod:`.storage` — :class:`SqlStorage`, the contract's flow over ``_execute`` and ``_transaction``.
 

@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
+from workmem.adapters.sql.storage import check_options, driver_error
 from workmem.drivers import import_driver
 from workmem.errors import (
     BackendBusyError,
@@ -61,9 +63,7 @@ from workmem.errors import (
 from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.urls import mask_url, query_pairs, scheme_of, split_userinfo
 
-from .sql import KeyRead, Result, SqlStorage, Statement
-from .sql.sqlite import SQLiteDialect
-from .sql.storage import check_options, driver_error
+from .dialect import SQLiteDialect
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
@@ -77,7 +77,7 @@ _REMOTE_SCHEMES = {
     "libsql+wss": "https",
     "libsql+ws": "http",
 }
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("workmem.adapters.libsql")
 
 _OTHER_SQLITES = ("_sqlite3", "apsw")
 """Modules embedding a second copy of SQLite: only while one is loaded can a file be open twice, locks unshared."""

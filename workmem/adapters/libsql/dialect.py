@@ -26,9 +26,8 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any, ClassVar
 
+from workmem.adapters.sql.dialect import COUNTS, RESOURCES, THREADS, Dialect, Statement, placeholder_names
 from workmem.timestamps import to_iso
-
-from .dialect import COUNTS, RESOURCES, THREADS, Dialect, Statement, placeholder_names
 
 __all__ = ["SQLiteDialect"]
 

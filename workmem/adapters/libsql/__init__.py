@@ -1,0 +1,17 @@
+"""libSQL / SQLite files and servers (``file:``, ``libsql://``, ``libsql+http(s)://``, ``libsql+ws(s)://``).
+
+The package is named after the backend as users meet it (the ``libsql`` URL scheme, the
+``workmem[libsql]`` extra, :class:`LibSQLStorage`, the ``libsql`` compatibility column);
+the SQL it speaks is SQLite's.
+
+* :mod:`.storage` — :class:`LibSQLStorage`: the URL, the driver (the ``libsql`` wheel), statements run;
+* :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`).
+
+Warnings go to the ``workmem.adapters.libsql`` logger.
+"""
+
+from __future__ import annotations
+
+from .storage import LibSQLStorage, parse_libsql_url
+
+__all__ = ["LibSQLStorage", "parse_libsql_url"]
