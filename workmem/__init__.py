@@ -37,7 +37,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.merge_patch import apply_merge_patch
-from workmem.records import UNSET, Resource, Scope, Thread, ThreadPage
+from workmem.records import UNSET, WORKING_MEMORY_KEY, Resource, Scope, Thread, ThreadPage
 from workmem.registry import connect, known_schemes, register
 from workmem.storage import Capabilities, MemoryStorage
 
@@ -46,6 +46,7 @@ __all__ = [
     "RETRYABLE_ERRORS",
     "TOOL_NAME",
     "UNSET",
+    "WORKING_MEMORY_KEY",
     "BackendBusyError",
     "BackendRefusedError",
     "BackendUnavailableError",

@@ -13,10 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from workmem.merge_patch import apply_merge_patch, parse_json_object
-from workmem.records import Resource, Thread, Unset, trusted_thread
-from workmem.storage import WORKING_MEMORY_KEY
+from workmem.records import WORKING_MEMORY_KEY, Resource, Thread, Unset, trusted_thread, validate_thread_metadata
 from workmem.timestamps import normalize
-from workmem.validation import dump_json, validate_json_object, validate_thread_metadata
+from workmem.validation import dump_json, validate_json_object
 
 __all__ = ["merge_document", "shallow", "updated_resource", "updated_thread", "with_thread_memory"]
 

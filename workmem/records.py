@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -12,12 +13,12 @@ from workmem.validation import (
     validate_id,
     validate_json_object,
     validate_text,
-    validate_thread_metadata,
     validate_title,
 )
 
 __all__ = [
     "UNSET",
+    "WORKING_MEMORY_KEY",
     "Direction",
     "OrderBy",
     "Resource",
@@ -27,11 +28,30 @@ __all__ = [
     "Unset",
     "trusted_resource",
     "trusted_thread",
+    "validate_thread_metadata",
 ]
+
+WORKING_MEMORY_KEY: Final = "workingMemory"
+"""The key of ``thread.metadata`` that holds thread-scoped working memory."""
 
 Scope = Literal["resource", "thread"]
 OrderBy = Literal["created_at", "updated_at"]
 Direction = Literal["asc", "desc"]
+
+
+def validate_thread_metadata(value: object, what: str = "metadata") -> dict[str, Any]:
+    """:func:`validate_json_object` for a thread's metadata, whose ``workingMemory`` string is working memory.
+
+    That string is checked as working memory (:func:`validate_text`: at most
+    :data:`MAX_TEXT_BYTES` of UTF-8, the error naming working memory), and the
+    other keys as metadata (at most :data:`MAX_TEXT_BYTES` as JSON), exactly as a
+    resource keeps the two apart. Any other ``workingMemory`` value is metadata.
+    """
+    if not isinstance(value, Mapping) or not isinstance(value.get(WORKING_MEMORY_KEY), str):
+        return validate_json_object(value, what)
+    memory = validate_text(value[WORKING_MEMORY_KEY], "working memory")
+    rest = validate_json_object({key: item for key, item in value.items() if key != WORKING_MEMORY_KEY}, what)
+    return {key: memory if key == WORKING_MEMORY_KEY else rest[key] for key in value}
 
 
 class Unset(Enum):

@@ -21,18 +21,26 @@ from workmem.errors import (
     UnreadableRecordError,
     ValidationError,
 )
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.validation import (
+from workmem.records import (
+    UNSET,
     WORKING_MEMORY_KEY,
+    Direction,
+    OrderBy,
+    Resource,
+    Scope,
+    Thread,
+    ThreadPage,
+    Unset,
+    validate_thread_metadata,
+)
+from workmem.validation import (
     validate_id,
     validate_json_object,
     validate_text,
-    validate_thread_metadata,
     validate_title,
 )
 
 __all__ = [
-    "WORKING_MEMORY_KEY",
     "Capabilities",
     "ListQuery",
     "MemoryStorage",

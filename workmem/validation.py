@@ -14,7 +14,7 @@ way everywhere:
   Thread-scoped working memory (a string under ``thread.metadata["workingMemory"]``)
   is working memory, not metadata: its text counts against the working-memory
   limit, the rest of that metadata against the metadata limit
-  (:func:`validate_thread_metadata`), so both scopes take the same memory.
+  (:func:`workmem.records.validate_thread_metadata`), so both scopes take the same memory.
 
 Validated JSON comes back as a plain copy in which ``-0.0`` is ``0.0`` (equal in
 Python; PostgreSQL's ``numeric`` has no negative zero), so every backend stores
@@ -41,7 +41,6 @@ __all__ = [
     "validate_id",
     "validate_json_object",
     "validate_text",
-    "validate_thread_metadata",
     "validate_title",
 ]
 
@@ -50,8 +49,6 @@ MAX_TITLE_BYTES = 1024
 MAX_TEXT_BYTES = 4 * 1024 * 1024
 MAX_SAFE_INT = 2**53 - 1
 MAX_DEPTH = 32
-WORKING_MEMORY_KEY = "workingMemory"
-"""The key of ``thread.metadata`` that holds thread-scoped working memory."""
 
 
 def json_type(value: object) -> str:
@@ -146,21 +143,6 @@ def validate_json_object(value: object, what: str = "metadata") -> dict[str, Any
     if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise ValidationError(f"{what} is larger than {MAX_TEXT_BYTES} bytes as JSON")
     return json.loads(text, parse_float=_float)  # type: ignore[no-any-return]
-
-
-def validate_thread_metadata(value: object, what: str = "metadata") -> dict[str, Any]:
-    """:func:`validate_json_object` for a thread's metadata, whose ``workingMemory`` string is working memory.
-
-    That string is checked as working memory (:func:`validate_text`: at most
-    :data:`MAX_TEXT_BYTES` of UTF-8, the error naming working memory), and the
-    other keys as metadata (at most :data:`MAX_TEXT_BYTES` as JSON), exactly as a
-    resource keeps the two apart. Any other ``workingMemory`` value is metadata.
-    """
-    if not isinstance(value, Mapping) or not isinstance(value.get(WORKING_MEMORY_KEY), str):
-        return validate_json_object(value, what)
-    memory = validate_text(value[WORKING_MEMORY_KEY], "working memory")
-    rest = validate_json_object({key: item for key, item in value.items() if key != WORKING_MEMORY_KEY}, what)
-    return {key: memory if key == WORKING_MEMORY_KEY else rest[key] for key in value}
 
 
 def _float(text: str) -> float:

@@ -38,9 +38,9 @@ from workmem.agent.tool import (
 )
 from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError
 from workmem.merge_patch import apply_merge_patch, parse_json_object
-from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
+from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
-from workmem.storage import WORKING_MEMORY_KEY, MemoryStorage, check_owner, thread_working_memory
+from workmem.storage import MemoryStorage, check_owner, thread_working_memory
 from workmem.validation import dump_json, validate_id, validate_json_object, validate_text
 
 __all__ = ["Memory", "ToolResult"]

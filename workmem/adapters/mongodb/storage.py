@@ -70,9 +70,8 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
+from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
-    WORKING_MEMORY_KEY,
     Capabilities,
     MemoryStorage,
     check_create,
