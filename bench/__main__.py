@@ -2,7 +2,8 @@
 
 For every backend reachable here (others are skipped with the reason): the
 latency of six operations next to the raw driver floor measured in the same
-run, round trips per operation, scaling with threads per resource and with
+run, round trips per operation, for libSQL the embedded engines side by side
+(the ``libsql`` wheel, ``apsw``, CPython's ``sqlite3``: primary-key lookups), scaling with threads per resource and with
 resources, and concurrent merges (ops/s, lost updates). Prints tables, writes
 ``<timestamp>-<host>.json`` and three PNG plots into ``bench/results/`` (or
 ``--out``). Targets are reported as PASS/MISS, never asserted.
@@ -23,6 +24,7 @@ from typing import Any
 
 import workmem
 from bench.backends import ALL_BACKENDS, Unavailable, open_namespace
+from bench.engines import embedded_engines
 from bench.floors import open_floor
 from bench.loaders import loader_for
 from bench.plots import draw_plots
@@ -84,6 +86,8 @@ def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
                     if fixture is not None:
                         _section(result, backend, "latency", lambda: latency(storage, floor, fixture, settings))
                         _section(result, backend, "round_trips", lambda: round_trips(ns, fixture) or None)
+                    if backend == "libsql":
+                        _section(result, backend, "engines", lambda: embedded_engines(settings))
                     _section(result, backend, "concurrency", lambda: concurrency(ns, storage, settings))
                     _section(
                         result, backend, "thread_scaling", lambda: thread_scaling(storage, loader, ns, settings, floor)

@@ -9,6 +9,11 @@ JSON layout (``bench/results/<timestamp>-<host>.json``)::
                          "latency": {OP: {"adapter": STATS, "floor_name", "floor": STATS, "ratio",
                                           "adapter_sql": STATS, "sql_ratio"}},
                          "round_trips": {"method", OP: {"round_trips", "statements"}},
+                         "engines" (libsql only): {"rows", "runs", "note", "engines": {ENGINE: {"status",
+                                     "library", "sqlite_version", "statement",
+                                     "jsonb": {"reads", "identical_to_libsql", "error"},
+                                     "text_key" / "int_key" / "get_thread":
+                                         {"median_us", "run_medians_us", "n_per_run"}}}},
                          "thread_scaling": {"base", "target_threads",
                                             "points": [{"threads", "load_s", "list_threads": STATS,
                                                         "list_threads_small": STATS, "get_thread": STATS,
@@ -146,6 +151,28 @@ def _latency_table(result: dict[str, Any]) -> str:
     return _table(headers, rows)
 
 
+def _engines_table(result: dict[str, Any]) -> str:
+    rows = []
+    for name, entry in result["engines"]["engines"].items():
+        if entry.get("status") != "ok":
+            rows.append([name, entry.get("reason", ""), "", "", "", ""])
+            continue
+        text = entry.get("text_key") or entry.get("get_thread") or {}
+        integer = entry.get("int_key") or {}
+        jsonb = entry.get("jsonb")
+        rows.append(
+            [
+                name,
+                entry["library"],
+                entry.get("sqlite_version", ""),
+                text.get("median_us", ""),
+                integer.get("median_us", "-"),
+                "-" if jsonb is None else "identical" if jsonb["identical_to_libsql"] else jsonb["error"] or "differs",
+            ]
+        )
+    return _table(["engine", "library", "SQLite", "TEXT key us", "INTEGER key us", "json(metadata) vs wheel"], rows)
+
+
 def _thread_scaling_table(result: dict[str, Any]) -> str:
     points = (result.get("thread_scaling") or {}).get("points") or []
     rows = [
@@ -219,6 +246,9 @@ def format_report(results: dict[str, Any]) -> str:
             parts.append("('its SQL raw': the adapter's own statement on the raw floor connection / the floor)")
             if (result.get("round_trips") or {}).get("method"):
                 parts.append(f"(trips/stmts counted by {result['round_trips']['method']})")
+        if result.get("engines"):
+            parts += ["", "Embedded engines, primary-key lookup (median of 3 run medians)", _engines_table(result)]
+            parts.append(f"({result['engines']['note']}; workmem's row is get_thread)")
         if result.get("thread_scaling"):
             parts += ["", "Scaling with threads per resource (page of 20)", _thread_scaling_table(result)]
         if result.get("resource_scaling"):

@@ -20,6 +20,7 @@ from servers import server_url
 from bench import backends as bench_backends
 from bench.__main__ import main, run_backend
 from bench.backends import Unavailable, open_namespace
+from bench.engines import embedded_engines
 from bench.loaders import Loader, loader_for
 from bench.report import evaluate_targets, format_report
 from bench.timing import interleaved, summarize
@@ -223,3 +224,35 @@ def test_postgres_round_trips_are_counted_on_the_wire(monkeypatch: pytest.Monkey
     with psycopg.connect(server_url("postgres")) as conn:
         found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
     assert found is None, "the benchmark schema was not dropped"
+
+
+@pytest.mark.backend("libsql")
+def test_embedded_engines_section_runs_quick_and_reports_each_engine() -> None:
+    import sqlite3
+
+    import apsw
+
+    section = embedded_engines(Settings.default(quick=True))
+    engines = section["engines"]
+    assert list(engines) == ["libsql", "apsw", "sqlite3", "workmem"]
+    assert all(e["status"] == "ok" for e in engines.values()), engines
+    assert engines["apsw"]["sqlite_version"] == apsw.sqlite_lib_version()
+    assert engines["sqlite3"]["sqlite_version"] == sqlite3.sqlite_version
+    assert engines["libsql"]["sqlite_version"].startswith("3.")
+    # The wheel reads its own JSONB; apsw reads it byte-identically wherever its SQLite knows JSONB (3.45+).
+    assert engines["libsql"]["jsonb"] == {"reads": True, "identical_to_libsql": True, "error": None}
+    knows_jsonb = tuple(map(int, apsw.sqlite_lib_version().split(".")[:2])) >= (3, 45)
+    assert engines["apsw"]["jsonb"]["identical_to_libsql"] is knows_jsonb
+    for name in ("libsql", "apsw", "sqlite3"):
+        reads = engines[name]["jsonb"]["reads"]
+        assert ("json(metadata)" in engines[name]["statement"]) is reads
+        for kind in ("text_key", "int_key"):
+            entry = engines[name][kind]
+            assert len(entry["run_medians_us"]) == 3
+            assert min(entry["n_per_run"]) >= 30
+            assert entry["median_us"] == sorted(entry["run_medians_us"])[1] > 0
+    assert engines["workmem"]["record_ok"] is True
+    assert engines["workmem"]["get_thread"]["median_us"] > 0
+    table = format_report({"backends": {"libsql": {"status": "ok", "url": "file:x", "errors": {}, "engines": section}}})
+    assert "Embedded engines" in table
+    assert f"apsw {apsw.apswversion()}" in table

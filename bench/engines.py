@@ -1,0 +1,188 @@
+"""The embedded file engines side by side: the ``libsql`` wheel, ``apsw`` and CPython's ``sqlite3``.
+
+One primary-key lookup per call, timed interleaved (:func:`bench.timing.interleaved`)
+in three runs, each subject's figure the median of its three run medians:
+
+* ``text_key`` -- a thread row of the ``mastra_threads`` table workmem creates
+  (TEXT primary key), the floor's statement: ``SELECT id, "resourceId", title,
+  json(metadata), "createdAt", "updatedAt" ... WHERE id = ?``, ``fetchall()``;
+* ``int_key`` -- a row of a side table ``wmbench_int (id INTEGER PRIMARY KEY, v TEXT)``
+  created in the same file.
+
+workmem's own ``get_thread`` runs on the wheel's file in the same interleaving.
+The threads are written through workmem (so their metadata is the wheel's
+JSONB). ``apsw`` and ``sqlite3`` read byte-identical copies of that file (taken
+after a ``wal_checkpoint(TRUNCATE)`` with every connection closed), never the
+file itself: two copies of SQLite in one process do not see each other's POSIX
+locks (see :mod:`workmem.adapters.libsql.storage`). CPython's ``sqlite3`` may
+bundle an SQLite older than 3.45, which cannot read JSONB (``json(metadata)``
+fails with "malformed JSON"); it then selects the ``metadata`` blob as stored,
+and ``statement`` says so. ``jsonb`` compares ``json(metadata)`` of every row as
+each engine returns it with the wheel's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import statistics
+import tempfile
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import workmem
+from bench.timing import Subject, interleaved
+from bench.workloads import Settings
+from workmem.records import Thread
+
+__all__ = ["ENGINES", "embedded_engines"]
+
+ENGINES = ("libsql", "apsw", "sqlite3")
+RUNS = 3
+ROWS = 1000
+_COLUMNS = 'id, "resourceId", title, {metadata}, "createdAt", "updatedAt"'
+_TEXT_SQL = "SELECT " + _COLUMNS + " FROM mastra_threads WHERE id = ?"
+_INT_SQL = "SELECT id, v FROM wmbench_int WHERE id = ?"
+_JSON_SQL = "SELECT id, json(metadata) FROM mastra_threads ORDER BY id"
+
+
+def _thread_id(i: int) -> str:
+    return f"eng-t-{(i * 7919) % ROWS}"
+
+
+def _int_id(i: int) -> int:
+    return (i * 7919) % ROWS
+
+
+def _open(engine: str, path: Path) -> tuple[Any, str, Callable[[], None]]:
+    """``(connection, library version, close)`` of ``engine`` on ``path``."""
+    if engine == "libsql":
+        import libsql
+
+        conn: Any = libsql.connect(str(path), isolation_level=None)
+        return conn, f"libsql {version('libsql')}", conn.close
+    if engine == "apsw":
+        import apsw
+
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+        return conn, f"apsw {apsw.apswversion()}", conn.close
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    return conn, f"sqlite3 (CPython {sqlite3.sqlite_version})", conn.close
+
+
+def _sqlite_version(conn: Any) -> str:
+    return str(conn.execute("SELECT sqlite_version()").fetchall()[0][0])
+
+
+def _text_sql(conn: Any) -> str:
+    """The thread lookup this engine can run: ``json(metadata)`` where it reads JSONB, else the blob."""
+    sql = _TEXT_SQL.format(metadata="json(metadata)")
+    try:
+        conn.execute(sql, (_thread_id(0),)).fetchall()
+    except Exception:
+        return _TEXT_SQL.format(metadata="metadata")
+    return sql
+
+
+def _json_rows(conn: Any) -> list[tuple[Any, ...]] | str:
+    try:
+        return [tuple(row) for row in conn.execute(_JSON_SQL).fetchall()]
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _populate(path: Path) -> None:
+    """Threads through workmem (the wheel's JSONB metadata), the INTEGER-key table through the wheel."""
+    import libsql
+
+    with workmem.connect(f"file:{path}") as storage:
+        for i in range(ROWS):
+            nested = {"x": i / 3, "big": 2**53 - 1 - i, "text": 'é ✓ "q"'}
+            meta = {"topic": "bench", "n": i, "tags": ["a", "b"], "nested": nested}
+            storage.save_thread(Thread(f"eng-t-{i}", f"eng-r-{i % 10}", f"thread {i}", meta))
+    conn = libsql.connect(str(path), isolation_level=None)
+    conn.execute("CREATE TABLE wmbench_int (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+    conn.execute("BEGIN")
+    for i in range(ROWS):
+        conn.execute("INSERT INTO wmbench_int (id, v) VALUES (?, ?)", (i, f"value {i}"))
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.close()
+
+
+def embedded_engines(settings: Settings) -> dict[str, Any]:
+    """The section's JSON: per engine its versions, statement, µs per lookup (TEXT / INTEGER key), JSONB check."""
+    out: dict[str, Any] = {
+        "rows": ROWS,
+        "runs": RUNS,
+        "note": "apsw and sqlite3 read byte-identical copies of the wheel's file; "
+        "figures are the median of the run medians, in µs per call",
+        "engines": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="wmbench-engines-") as tmp:
+        original = Path(tmp) / "wheel.db"
+        _populate(original)
+        paths = {"libsql": original}
+        for engine in ENGINES[1:]:
+            paths[engine] = Path(tmp) / f"{engine}.db"
+            shutil.copyfile(original, paths[engine])
+        closers: list[Callable[[], None]] = []
+        subjects: dict[str, Subject] = {}
+        reference: list[tuple[Any, ...]] | str = []
+        storage = workmem.connect(f"file:{original}")
+        try:
+            for engine in ENGINES:
+                try:
+                    conn, library, close = _open(engine, paths[engine])
+                except ImportError as exc:
+                    out["engines"][engine] = {"status": "skipped", "reason": f"not installed: {exc}"}
+                    continue
+                closers.append(close)
+                text_sql = _text_sql(conn)
+                rows = _json_rows(conn)
+                if engine == "libsql":
+                    reference = rows
+                out["engines"][engine] = {
+                    "status": "ok",
+                    "library": library,
+                    "sqlite_version": _sqlite_version(conn),
+                    "statement": text_sql,
+                    "jsonb": {
+                        "reads": not isinstance(rows, str),
+                        "identical_to_libsql": rows == reference and not isinstance(rows, str),
+                        "error": rows if isinstance(rows, str) else None,
+                    },
+                }
+
+                def text(i: int, conn: Any = conn, sql: str = text_sql) -> object:
+                    return conn.execute(sql, (_thread_id(i),)).fetchall()
+
+                def integer(i: int, conn: Any = conn) -> object:
+                    return conn.execute(_INT_SQL, (_int_id(i),)).fetchall()
+
+                subjects[f"{engine}/text_key"] = text
+                subjects[f"{engine}/int_key"] = integer
+            subjects["workmem/get_thread"] = lambda i: storage.get_thread(_thread_id(i))
+            found = storage.get_thread(_thread_id(1))
+            out["engines"]["workmem"] = {
+                "status": "ok",
+                "library": "workmem get_thread (libsql wheel, file: URL, default pool)",
+                "statement": "LibSQLStorage.get_thread",
+                "record_ok": found is not None and found.id == _thread_id(1),
+            }
+            runs = [interleaved(subjects, samples=settings.samples, budget_s=settings.budget_s) for _ in range(RUNS)]
+        finally:
+            storage.close()
+            for close in closers:
+                close()
+    for name in subjects:
+        engine, kind = name.split("/")
+        medians = [run[name].median_us for run in runs]
+        out["engines"][engine][kind] = {
+            "median_us": round(statistics.median(medians), 2),
+            "run_medians_us": [round(m, 2) for m in medians],
+            "n_per_run": [run[name].n for run in runs],
+        }
+    return out
