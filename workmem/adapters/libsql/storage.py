@@ -50,8 +50,6 @@ from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
-from workmem.adapters.sql.storage import check_options, driver_error
-from workmem.drivers import import_driver
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -60,8 +58,17 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
+from workmem.kit import (
+    check_number,
+    check_options,
+    driver_error,
+    import_driver,
+    mask_url,
+    query_pairs,
+    scheme_of,
+    split_userinfo,
+)
 from workmem.storage import Capabilities, check_create, missing_tables
-from workmem.urls import mask_url, query_pairs, scheme_of, split_userinfo
 
 from .dialect import SQLiteDialect
 
@@ -105,7 +112,6 @@ _UNAVAILABLE_MESSAGES = (
 _UNAVAILABLE_STATUSES = frozenset({"408", "429", "502", "503", "504"})
 """HTTP answers of a server (or its proxy) that cannot serve now."""
 _OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create"})
-_INF = float("inf")
 _URL_PARAMS = frozenset({"authToken", "tls"})
 
 
@@ -423,8 +429,7 @@ class LibSQLStorage(SqlStorage):
     ) -> None:
         super().__init__(SQLiteDialect())
         self._driver = import_driver("libsql", "libsql")
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or not 0 <= busy_timeout < _INF:
-            raise ValidationError(f"busy_timeout must be a finite number of seconds >= 0, not {busy_timeout!r}")
+        check_number("busy_timeout", busy_timeout)
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise ValidationError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self._database = database

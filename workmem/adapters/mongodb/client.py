@@ -13,7 +13,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
-from workmem.drivers import import_driver
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -22,7 +21,15 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
-from workmem.urls import encode_userinfo, mask_exception, mask_secrets, mask_url, split_userinfo, url_secrets
+from workmem.kit import (
+    encode_userinfo,
+    import_driver,
+    mask_exception,
+    mask_secrets,
+    mask_url,
+    split_userinfo,
+    url_secrets,
+)
 
 if TYPE_CHECKING:
     from pymongo import MongoClient
@@ -88,7 +95,7 @@ def driver_url(url: str) -> str:
 
     pymongo splits ``user:password@`` at the last ``@`` before the first ``/``
     and refuses a raw ``@``; a password with a raw ``/``, ``?``, ``#`` or ``@``
-    (:func:`workmem.urls.split_userinfo`) reaches it as written.
+    (:func:`workmem.kit.split_userinfo`) reaches it as written.
     """
     info = split_userinfo(url)
     return url if info.user is None else info.head + encode_userinfo(info, unquote_plus) + info.rest

@@ -60,7 +60,6 @@ from workmem.adapters.mongodb.documents import (
     thread_insert_fields,
 )
 from workmem.changes import merge_document
-from workmem.drivers import import_driver
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -70,6 +69,7 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
+from workmem.kit import import_driver
 from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     Capabilities,

@@ -35,18 +35,16 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workmem.adapters.sql import Result, SqlStorage, Statement
 from workmem.adapters.sql.rows import thread_from_row
-from workmem.adapters.sql.storage import driver_error
-from workmem.drivers import import_driver
 from workmem.errors import (
     StorageClosedError,
     ThreadExistsError,
     ThreadOwnershipError,
     ValidationError,
 )
+from workmem.kit import check_options, driver_error, import_driver, mask_url, split_userinfo
 from workmem.records import Thread
 from workmem.storage import Capabilities, check_create, missing_tables
 from workmem.timestamps import utc_now
-from workmem.urls import mask_url, split_userinfo
 
 from .dialect import (
     ALREADY_EXISTS,
@@ -120,12 +118,8 @@ def parse_oracle_url(url: str, **options: Any) -> OracleConfig:
     if not info.user or info.password is None:
         raise ValidationError(f"the Oracle URL needs user:password@: {masked}")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = set(query) - _QUERY_KEYS
-    if unknown:
-        raise ValidationError(f"unknown Oracle URL parameters: {', '.join(sorted(unknown))}")
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise ValidationError(f"unknown Oracle options: {', '.join(sorted(unknown))}")
+    check_options(query, _QUERY_KEYS, "Oracle", "URL parameters")
+    check_options(options, _OPTIONS, "Oracle")
     in_path = unquote(parts.path.strip("/"))
     service = query.get("service_name") or in_path
     if not service:

@@ -33,8 +33,7 @@ from typing import Any, ClassVar, Self
 from urllib.parse import unquote
 
 from workmem.adapters.sql import Result, SqlStorage, Statement
-from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable, check_options, driver_error
-from workmem.drivers import import_driver
+from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
@@ -42,8 +41,18 @@ from workmem.errors import (
     WorkingMemoryFormatError,
     WorkmemError,
 )
+from workmem.kit import (
+    check_number,
+    check_options,
+    driver_error,
+    encode_userinfo,
+    import_driver,
+    mask_secrets,
+    mask_url,
+    split_userinfo,
+    url_secrets,
+)
 from workmem.storage import Capabilities, check_create, missing_tables
-from workmem.urls import encode_userinfo, mask_secrets, mask_url, split_userinfo, url_secrets
 
 from .dialect import (
     EXACT_CHECK_ERROR,
@@ -60,14 +69,13 @@ __all__ = ["PostgresStorage", "parse_postgres_url"]
 
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 _OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema", "create"})
-_INF = float("inf")
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 
 
 def parse_postgres_url(url: str) -> tuple[str, str]:
     """``(conninfo, schema)``: the URL libpq understands (no ``schema``, plain scheme) and the schema name.
 
-    The user info is found as :func:`workmem.urls.split_userinfo` says and
+    The user info is found as :func:`workmem.kit.split_userinfo` says and
     handed on percent-encoded, so a raw ``#``, ``?``, ``/`` or ``@`` in the
     password reaches libpq as written. Other query parameters go on as written.
     """
@@ -92,16 +100,9 @@ def _check_sizes(min_size: Any, max_size: Any, timeout: Any, connect_timeout: An
         raise ValidationError(f"min_size must be an int >= 0, not {min_size!r}")
     if not (type(max_size) is int and max_size >= max(min_size, 1)):
         raise ValidationError(f"max_size must be an int >= 1 and >= min_size ({min_size}), not {max_size!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < _INF:
-        raise ValidationError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
-    if connect_timeout is not None and (
-        isinstance(connect_timeout, bool)
-        or not isinstance(connect_timeout, int | float)
-        or not 0 <= connect_timeout < _INF
-    ):
-        raise ValidationError(
-            f"connect_timeout must be a finite number of seconds >= 0 (0: no limit), not {connect_timeout!r}"
-        )
+    check_number("timeout", timeout, positive=True)
+    if connect_timeout is not None:
+        check_number("connect_timeout", connect_timeout, note=" (0: no limit)")
 
 
 def _has_parameter(psycopg: Any, conninfo: str, name: str) -> bool:

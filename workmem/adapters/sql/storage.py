@@ -16,7 +16,7 @@ record with :mod:`workmem.changes`.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -42,7 +42,6 @@ from workmem.storage import (
     thread_working_memory,
 )
 from workmem.timestamps import utc_now
-from workmem.urls import mask_exception, mask_secrets
 from workmem.validation import validate_id, validate_json_object
 
 from .dialect import Dialect, KeyRead, Statement
@@ -54,8 +53,6 @@ __all__ = [
     "Session",
     "SqlStorage",
     "StoredMetadataUnreadable",
-    "check_options",
-    "driver_error",
 ]
 
 
@@ -87,28 +84,6 @@ def _record(kind: str, record_id: str) -> Iterator[None]:
         yield
     except StoredMetadataUnreadable as exc:
         raise UnreadableRecordError(kind, record_id, str(exc)) from None
-
-
-def check_options(options: Mapping[str, Any], known: frozenset[str], backend: str) -> None:
-    """Refuse options ``from_url`` does not know (a typo must not be ignored)."""
-    unknown = set(options) - known
-    if unknown:
-        raise ValidationError(f"unknown {backend} options: {', '.join(sorted(unknown))}")
-
-
-def driver_error(
-    kind: Callable[[str], WorkmemError], context: str, exc: BaseException, *secrets: str | None
-) -> WorkmemError:
-    """A workmem error for a driver's ``exc``, secrets masked, to ``raise error from error.__cause__``.
-
-    The cause is ``exc`` with any secret masked in place (it is also the
-    ``__context__`` of the raise), or ``None`` when it cannot be masked.
-    """
-    masked = mask_secrets(str(exc), *secrets)
-    error = kind(f"{context}: {masked}")
-    error.__cause__ = exc if mask_exception(exc, *secrets) else None
-    error.__suppress_context__ = True
-    return error
 
 
 class Result(NamedTuple):

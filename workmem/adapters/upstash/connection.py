@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
-from workmem.drivers import import_driver
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -22,7 +21,7 @@ from workmem.errors import (
     StorageClosedError,
     ValidationError,
 )
-from workmem.urls import mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
+from workmem.kit import check_number, import_driver, mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
 
 from .scripts import Script
 
@@ -109,15 +108,7 @@ def _number(
     if isinstance(value, str):
         with suppress(ValueError):  # else refused below, named
             value = int(value) if integer else float(value)
-    kinds = int if integer else int | float
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, kinds)
-        or not ((value > 0 if positive else value >= 0) and value < float("inf"))
-    ):
-        what = "an int" if integer else "a finite number of seconds"
-        raise ValidationError(f"{name} must be {what} {'>' if positive else '>='} 0, not {value!r}")
-    return value
+    return check_number(name, value, integer=integer, positive=positive)  # type: ignore[no-any-return]
 
 
 class _NoScript(Exception):
