@@ -86,8 +86,6 @@ def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
                     if fixture is not None:
                         _section(result, backend, "latency", lambda: latency(storage, floor, fixture, settings))
                         _section(result, backend, "round_trips", lambda: round_trips(ns, fixture) or None)
-                    if backend == "libsql":
-                        _section(result, backend, "engines", lambda: embedded_engines(settings))
                     _section(result, backend, "concurrency", lambda: concurrency(ns, storage, settings))
                     _section(
                         result, backend, "thread_scaling", lambda: thread_scaling(storage, loader, ns, settings, floor)
@@ -95,6 +93,8 @@ def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
                     _section(
                         result, backend, "resource_scaling", lambda: resource_scaling(storage, loader, ns, settings)
                     )
+                    if backend == "libsql":  # last: it loads sqlite3 and apsw, which the adapter then watches for
+                        _section(result, backend, "engines", lambda: embedded_engines(settings))
                 finally:
                     loader.close()
                     if floor is not None:

@@ -19,12 +19,16 @@ bundle an SQLite older than 3.45, which cannot read JSONB (``json(metadata)``
 fails with "malformed JSON"); it then selects the ``metadata`` blob as stored,
 and ``statement`` says so. ``jsonb`` compares ``json(metadata)`` of every row as
 each engine returns it with the wheel's.
+
+``sqlite3`` and ``apsw`` are imported only when the section runs (the last one of
+the libSQL backend): while either is loaded, the libSQL adapter looks for a
+second SQLite library on its files, and the floor's raw ``libsql`` connection
+then makes it warn.
 """
 
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import statistics
 import tempfile
 from collections.abc import Callable
@@ -68,6 +72,8 @@ def _open(engine: str, path: Path) -> tuple[Any, str, Callable[[], None]]:
 
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
         return conn, f"apsw {apsw.apswversion()}", conn.close
+    import sqlite3
+
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
     return conn, f"sqlite3 (CPython {sqlite3.sqlite_version})", conn.close
 
