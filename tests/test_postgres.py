@@ -364,6 +364,21 @@ def text_metadata_url() -> Iterator[str]:
         yield url
 
 
+def test_a_merge_into_non_string_memory_in_a_text_metadata_column_changes_nothing(text_metadata_url: str) -> None:
+    """A text column holding ``{"workingMemory": {...}}``: WorkingMemoryFormatError, the text unchanged."""
+    stored = '{"workingMemory": {"a": 1}, "k": "v"}'
+    conninfo, schema = parse_postgres_url(text_metadata_url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".mastra_threads SET metadata = %s WHERE id = %s', (stored, "ts"))
+    with workmem.connect(text_metadata_url) as storage:
+        assert storage.get_working_memory(scope="thread", thread_id="ts") is None
+        with pytest.raises(workmem.WorkingMemoryFormatError, match="stored thread working memory is a JSON object"):
+            storage.merge_working_memory({"b": 2}, scope="thread", thread_id="ts", resource_id="u")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        row = conn.execute(f'SELECT metadata FROM "{schema}".mastra_threads WHERE id = %s', ("ts",)).fetchone()
+    assert row == (stored,)
+
+
 def test_every_operation_on_a_text_metadata_column(text_metadata_url: str) -> None:
     with workmem.connect(text_metadata_url) as storage:
         assert storage.get_thread("ts") == Thread("ts", "u", "from TS", {"workingMemory": '{"a":1}', "k": "v"}, T0, T0)

@@ -645,3 +645,78 @@ def test_writes_to_a_record_with_unreadable_metadata_change_nothing(backend_url:
                 read()
         if raw.backend != "upstash":  # (Upstash lists what its index holds; reindex() skips what it cannot read)
             assert storage.list_threads("r-arr").unreadable == ("t-arr",)
+
+
+# -- a thread's workingMemory that is no string (written by another program) -------------------------------
+
+NOT_A_STRING = {"an object": {"a": 1}, "a number": 7, "true": True, "an array": ["x"]}
+
+
+@pytest.mark.parametrize("name", list(NOT_A_STRING))
+def test_a_merge_into_thread_memory_that_is_no_string_changes_nothing(backend_url: str, name: str) -> None:
+    """Reads see no memory; a thread-scope merge raises WorkingMemoryFormatError and keeps the stored value."""
+    value = NOT_A_STRING[name]
+    metadata = {"workingMemory": value, "k": "v"}
+    with opened(backend_url) as (storage, raw):
+        if raw.backend in RAW_BACKENDS:
+            raw.thread(_thread_doc("t-odd", "r-odd", title="odd", metadata=_metadata(raw, metadata)))
+        else:  # the in-memory store has no driver: its public API keeps such a value as metadata
+            storage.save_thread(Thread("t-odd", "r-odd", "odd", metadata))
+        assert storage.get_working_memory(scope="thread", thread_id="t-odd") is None
+        for owner in ("r-odd", None):
+            with pytest.raises(WorkingMemoryFormatError, match=r"stored thread working memory is a JSON \w+, not"):
+                storage.merge_working_memory({"b": 2}, scope="thread", thread_id="t-odd", resource_id=owner)
+        thread = storage.get_thread("t-odd")
+        assert thread is not None and thread.metadata == metadata  # the stored value is unchanged
+        # the other errors stay what they were: a missing thread, another owner
+        with pytest.raises(workmem.ThreadNotFoundError):
+            storage.merge_working_memory({"b": 2}, scope="thread", thread_id="t-missing")
+        with pytest.raises(workmem.ThreadOwnershipError):
+            storage.merge_working_memory({"b": 2}, scope="thread", thread_id="t-odd", resource_id="r-other")
+        # replacing it is still a plain write
+        storage.set_working_memory('{"c":3}', scope="thread", thread_id="t-odd")
+        assert storage.merge_working_memory({"b": 2}, scope="thread", thread_id="t-odd") == {"c": 3, "b": 2}
+
+
+def test_thread_memory_that_is_json_null_merges_from_empty(backend_url: str) -> None:
+    """``"workingMemory": null`` is no memory: a merge starts from ``{}`` and keeps the other keys."""
+    with opened(backend_url) as (storage, raw):
+        if raw.backend in RAW_BACKENDS:
+            raw.thread(_thread_doc("t-null", "r-null", metadata=_metadata(raw, {"workingMemory": None, "k": 1})))
+        else:
+            storage.save_thread(Thread("t-null", "r-null", "", {"workingMemory": None, "k": 1}))
+        assert storage.merge_working_memory({"a": 1}, scope="thread", thread_id="t-null") == {"a": 1}
+        thread = storage.get_thread("t-null")
+        assert thread is not None and thread.metadata == {"workingMemory": '{"a":1}', "k": 1}
+
+
+def test_mongodb_merge_into_thread_memory_that_is_no_string_code_path() -> None:
+    """FAKE (mongomock, code paths only): a thread-scope merge into a non-string value raises, nothing changed."""
+    import uuid
+
+    mongomock = pytest.importorskip("mongomock")
+    from workmem.adapters.mongodb.storage import MongoStorage
+
+    client = mongomock.MongoClient(tz_aware=True)
+    try:
+        storage = MongoStorage(client, f"fake_{uuid.uuid4().hex}")
+        threads = client[storage.database]["mastra_threads"]
+        when = datetime(2025, 1, 2, tzinfo=UTC)
+        metadata = {"workingMemory": {"a": 1}, "k": "v"}
+        threads.insert_one(
+            {
+                "id": "t-odd",
+                "resourceId": "r-m",
+                "title": "",
+                "metadata": metadata,
+                "createdAt": when,
+                "updatedAt": when,
+            }
+        )
+        assert storage.get_working_memory(scope="thread", thread_id="t-odd") is None
+        with pytest.raises(WorkingMemoryFormatError, match="stored thread working memory is a JSON object"):
+            storage.merge_working_memory({"b": 2}, scope="thread", thread_id="t-odd")
+        stored = threads.find_one({"id": "t-odd"})
+        assert stored is not None and stored["metadata"] == metadata and stored["updatedAt"] == when
+    finally:
+        client.close()

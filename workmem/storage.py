@@ -20,6 +20,7 @@ from workmem.errors import (
     ThreadOwnershipError,
     UnreadableRecordError,
     ValidationError,
+    WorkingMemoryFormatError,
 )
 from workmem.records import (
     UNSET,
@@ -34,6 +35,7 @@ from workmem.records import (
     validate_thread_metadata,
 )
 from workmem.validation import (
+    json_type,
     validate_id,
     validate_json_object,
     validate_text,
@@ -53,6 +55,7 @@ __all__ = [
     "check_thread_update",
     "missing_tables",
     "thread_working_memory",
+    "thread_working_memory_to_merge",
 ]
 
 T = TypeVar("T")
@@ -315,7 +318,9 @@ class MemoryStorage(ABC):
     ) -> str | None:
         """The working memory text of one scope, or ``None`` when none is stored.
 
-        A missing resource or thread reads as ``None``. In thread scope a given
+        A missing resource or thread reads as ``None``, and so does a thread whose
+        ``metadata["workingMemory"]`` is not a string (another program may store an
+        object, a number or a boolean there). In thread scope a given
         ``resource_id`` must be the thread's owner.
         """
         target = check_scope(scope, resource_id, thread_id)
@@ -367,8 +372,11 @@ class MemoryStorage(ABC):
         Missing or blank (empty or only whitespace) working memory counts as
         ``{}``. Stored text that is not a JSON object (``null``, ``[]``, ``0``
         and ``""`` included) raises :class:`~workmem.errors.WorkingMemoryFormatError`
-        and changes nothing, ``updated_at`` included. Scopes and ownership as in
-        :meth:`set_working_memory`.
+        and changes nothing, ``updated_at`` included. In thread scope an absent or
+        JSON ``null`` ``metadata["workingMemory"]`` counts as ``{}``; any other
+        non-string value raises :class:`~workmem.errors.WorkingMemoryFormatError`
+        and changes nothing (:meth:`set_working_memory` replaces it). Scopes and
+        ownership as in :meth:`set_working_memory`.
         """
 
     # -- lifecycle -----------------------------------------------------------------
@@ -390,9 +398,28 @@ class MemoryStorage(ABC):
 
 
 def thread_working_memory(metadata: Mapping[str, Any] | None) -> str | None:
-    """The thread-scoped working memory held in thread metadata; a non-string value counts as none."""
+    """The thread-scoped working memory held in thread metadata, as a read sees it.
+
+    A non-string value (another program may have stored an object, number or boolean there) reads as none;
+    a merge uses :func:`thread_working_memory_to_merge`, which refuses it instead of replacing it.
+    """
     value = (metadata or {}).get(WORKING_MEMORY_KEY)
     return value if isinstance(value, str) else None
+
+
+def thread_working_memory_to_merge(metadata: Mapping[str, Any] | None) -> str | None:
+    """The thread-scoped working memory a merge starts from; ``None`` when the key is absent or JSON ``null``.
+
+    Any other non-string value raises :class:`~workmem.errors.WorkingMemoryFormatError` (it is the stored
+    value, not the caller's input, that is wrong), so the merge changes nothing instead of replacing it.
+    """
+    value = (metadata or {}).get(WORKING_MEMORY_KEY)
+    if value is None or isinstance(value, str):
+        return value
+    raise WorkingMemoryFormatError(
+        f"stored thread working memory is a JSON {json_type(value)}, not a string; merge needs a string "
+        "holding a JSON object"
+    )
 
 
 def check_owner(thread: Thread, resource_id: str | None) -> None:

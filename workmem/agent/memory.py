@@ -40,7 +40,7 @@ from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationE
 from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
-from workmem.storage import MemoryStorage, check_owner, thread_working_memory
+from workmem.storage import MemoryStorage, check_owner, thread_working_memory, thread_working_memory_to_merge
 from workmem.validation import dump_json, validate_id, validate_json_object, validate_text
 
 __all__ = ["Memory", "ToolResult"]
@@ -437,7 +437,13 @@ class Memory:
 
     def _merge(self, address: _Address, patch: dict[str, Any]) -> dict[str, Any]:
         assert self.schema is not None
-        preview = apply_merge_patch(parse_json_object(self._read(address)), patch)
+        if address.scope == "thread":
+            assert address.thread_id is not None
+            thread = self._existing_thread(address.thread_id, address.resource_id)
+            stored = thread_working_memory_to_merge(thread.metadata)  # a non-string value raises, as the merge does
+        else:
+            stored = self._read(address)
+        preview = apply_merge_patch(parse_json_object(stored), patch)
         errors = self.schema.document_errors(preview)
         if errors:
             problems = "; ".join(errors)

@@ -80,7 +80,7 @@ from workmem.storage import (
     check_scope,
     check_thread_update,
     missing_tables,
-    thread_working_memory,
+    thread_working_memory_to_merge,
 )
 from workmem.timestamps import utc_now
 from workmem.validation import dump_json, validate_id, validate_json_object
@@ -451,7 +451,7 @@ class MongoStorage(MemoryStorage):
             if owner is not None and old.get("resourceId") != owner:
                 raise ThreadOwnershipError(thread_id, owner)
             metadata = raw_metadata(old.get("metadata"))
-            merged, text = merge_document(thread_working_memory(metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(metadata), patch)
             changes: Document = {"updatedAt": utc_now(), REV: next_rev(old)}
             if is_native_metadata(old.get("metadata")):
                 changes[f"metadata.{WORKING_MEMORY_KEY}"] = text  # a fixed path; other keys stay untouched

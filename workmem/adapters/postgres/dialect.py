@@ -396,6 +396,9 @@ class PostgresDialect(Dialect):
             )
             + f", {sets} "
             'WHERE id = :id AND (CAST(:owner AS text) IS NULL OR "resourceId" = CAST(:owner AS text)) '
+            # A non-string, non-null workingMemory (written by another program) changes no row here: the
+            # locked path below the statement then raises WorkingMemoryFormatError instead of replacing it.
+            f"AND COALESCE(jsonb_typeof({memory}), 'null') IN ('string', 'null') "
             "RETURNING CAST(metadata AS jsonb) ->> 'workingMemory'"
         )
         return Statement(sql, {**params, "id": target.thread_id, "owner": target.resource_id})

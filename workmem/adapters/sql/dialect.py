@@ -175,7 +175,11 @@ class Dialect:
         return " FOR UPDATE" if lock and self.row_locks else ""
 
     def merge_statement(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> Statement | None:
-        """One statement merging ``patch`` into working memory and returning the stored text, if the database can."""
+        """One statement merging ``patch`` into working memory and returning the stored text, if the database can.
+
+        A thread merge that changes no row (no such thread, another owner, or stored working memory that is
+        not text) is decided again under a row lock, which raises the error.
+        """
         return None
 
     def ddl(self) -> list[str]:

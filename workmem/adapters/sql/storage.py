@@ -33,13 +33,12 @@ from workmem.errors import (
 from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import (
     MemoryStorage,
-    ScopeTarget,
     check_list_args,
     check_owner,
     check_resource_update,
     check_scope,
     check_thread_update,
-    thread_working_memory,
+    thread_working_memory_to_merge,
 )
 from workmem.timestamps import utc_now
 from workmem.validation import validate_id, validate_json_object
@@ -261,7 +260,9 @@ class SqlStorage(MemoryStorage):
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
-                raise self._not_merged(target)
+                # No row changed: no such thread, another owner, or stored working memory that is not text
+                # (see Dialect.merge_statement); decided, and raised, below under a row lock.
+                rows = None
             if rows:
                 merged = load_json(rows[0][0])
                 if not isinstance(merged, dict):
@@ -278,14 +279,6 @@ class SqlStorage(MemoryStorage):
             assert target.thread_id is not None
             thread = self._lock_thread(tx, target.thread_id)
             check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory(thread.metadata), valid_patch)
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), valid_patch)
             tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
             return merged
-
-    def _not_merged(self, target: ScopeTarget) -> WorkmemError:
-        """Why a one-statement thread merge changed no row: no such thread, or another owner."""
-        assert target.thread_id is not None
-        thread = self.get_thread(target.thread_id)
-        if thread is None:
-            return ThreadNotFoundError(target.thread_id)
-        return ThreadOwnershipError(target.thread_id, target.resource_id or "")

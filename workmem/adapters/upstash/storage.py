@@ -33,7 +33,7 @@ from workmem.storage import (
     check_resource_update,
     check_scope,
     check_thread_update,
-    thread_working_memory,
+    thread_working_memory_to_merge,
 )
 from workmem.timestamps import utc_now
 from workmem.validation import validate_id, validate_json_object
@@ -325,7 +325,7 @@ class UpstashStorage(MemoryStorage):
                 raise ThreadNotFoundError(str(target.thread_id))
             old, raw = decode_thread(current, key, target.thread_id)
             check_owner(old, target.resource_id)
-            merged, text = merge_document(thread_working_memory(old.metadata), valid_patch)
+            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), valid_patch)
             new = with_thread_memory(old, text, utc_now())
             return _Write(encode_thread(new, raw), merged, new)
 
