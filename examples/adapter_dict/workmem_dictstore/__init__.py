@@ -34,7 +34,7 @@ from workmem.storage import (
     check_resource_update,
     check_scope,
     check_thread_update,
-    thread_working_memory,
+    thread_working_memory_to_merge,
 )
 from workmem.timestamps import utc_now
 from workmem.validation import validate_id, validate_json_object
@@ -215,7 +215,7 @@ class DictStorage(MemoryStorage):
             if thread is None:
                 raise ThreadNotFoundError(target.thread_id)
             check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory(thread.metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
             store.threads[thread.id] = with_thread_memory(thread, text, utc_now())
             return merged
 
