@@ -144,6 +144,14 @@ def _thread_wm(metadata: dict[str, Any] | None) -> str | MergedJson | None:
     return value if isinstance(value, str | MergedJson) else None
 
 
+def _thread_wm_to_merge(metadata: dict[str, Any] | None) -> str | MergedJson | None:
+    """What a merge reads: a string (or a merged document), or none for an absent key or ``null``."""
+    value = (metadata or {}).get(WM_KEY)
+    if value is None or isinstance(value, str | MergedJson):
+        return value
+    raise WorkingMemoryFormatError("model: stored thread working memory is not a string")
+
+
 class Model:
     """The state of one namespace, changed only by the contract's rules."""
 
@@ -328,7 +336,7 @@ class Model:
             return merged
         assert tid is not None
         thread = self._owned_thread(tid, rid)
-        merged = model_merge_patch(_parse_object(_thread_wm(thread.metadata)), patch)
+        merged = model_merge_patch(_parse_object(_thread_wm_to_merge(thread.metadata)), patch)
         self._update_thread(tid, now, UNSET, {WM_KEY: MergedJson(merged)})
         return merged
 
