@@ -277,17 +277,23 @@ class PostgresStorage(SqlStorage):
     def _transaction(self) -> Iterator[_Session]:
         conn = self._begin()
         try:
-            try:
+            with self._committed(conn):
                 yield _Session(self.dialect, conn)
-            except BaseException:
-                self._rollback(conn)
-                raise
-            conn.execute("COMMIT")
         except self._psycopg.Error as exc:
             error = self._error(exc)
             raise error from error.__cause__
         finally:
             self._pool.give(conn)  # a connection left in a transaction (a failed rollback) is closed
+
+    @contextmanager
+    def _committed(self, conn: Any) -> Iterator[None]:
+        """``COMMIT`` the transaction open on ``conn`` when the block ends, or roll it back if the block raises."""
+        try:
+            yield
+        except BaseException:
+            self._rollback(conn)
+            raise
+        conn.execute("COMMIT")
 
     def _rollback(self, conn: Any) -> None:
         """Roll back, unless the connection is gone (the server then rolled back itself); never raises."""
@@ -315,13 +321,9 @@ class PostgresStorage(SqlStorage):
                     raise missing_tables(f"{self._url} (schema {self.dialect.schema or 'public'})", missing)
                 return
             conn.execute("BEGIN")
-            try:
+            with self._committed(conn):
                 for sql in self.dialect.ddl():
                     conn.execute(sql)
-            except BaseException:
-                self._rollback(conn)
-                raise
-            conn.execute("COMMIT")
         except self._psycopg.Error as exc:
             error = self._error(exc)
             if create and getattr(exc, "sqlstate", None) == "42501":  # insufficient privilege: say what to do
