@@ -13,11 +13,13 @@ from __future__ import annotations
 from workmem.agent import (
     DEFAULT_TEMPLATE,
     TOOL_NAME,
+    AsyncMemory,
     Memory,
     SubAgentResourceId,
     WorkingMemorySchema,
     sub_agent_resource_id,
 )
+from workmem.aio import AsyncMemoryStorage
 from workmem.errors import (
     RETRYABLE_ERRORS,
     BackendBusyError,
@@ -34,12 +36,15 @@ from workmem.errors import (
     UnreadableRecordError,
     ValidationError,
     WorkingMemoryFormatError,
+    WorkingMemoryTooLargeError,
     WorkmemError,
 )
+from workmem.flows import Capabilities
 from workmem.merge_patch import apply_merge_patch
-from workmem.records import UNSET, WORKING_MEMORY_KEY, Resource, Scope, Thread, ThreadPage
-from workmem.registry import connect, known_schemes, register
-from workmem.storage import Capabilities, MemoryStorage
+from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Scope, Thread, ThreadPage
+from workmem.registry import connect, connect_async, known_schemes, register
+from workmem.storage import MemoryStorage
+from workmem.transfer import copy
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -47,6 +52,8 @@ __all__ = [
     "TOOL_NAME",
     "UNSET",
     "WORKING_MEMORY_KEY",
+    "AsyncMemory",
+    "AsyncMemoryStorage",
     "BackendBusyError",
     "BackendRefusedError",
     "BackendUnavailableError",
@@ -56,6 +63,7 @@ __all__ = [
     "MissingDriverError",
     "MissingTablesError",
     "ReadOnlyMemoryError",
+    "RecordPage",
     "Resource",
     "Scope",
     "StorageClosedError",
@@ -70,9 +78,12 @@ __all__ = [
     "ValidationError",
     "WorkingMemoryFormatError",
     "WorkingMemorySchema",
+    "WorkingMemoryTooLargeError",
     "WorkmemError",
     "apply_merge_patch",
     "connect",
+    "connect_async",
+    "copy",
     "known_schemes",
     "register",
     "sub_agent_resource_id",

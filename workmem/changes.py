@@ -12,12 +12,20 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
+from workmem.errors import ThreadOwnershipError
 from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import WORKING_MEMORY_KEY, Resource, Thread, Unset, trusted_thread, validate_thread_metadata
 from workmem.timestamps import normalize
 from workmem.validation import dump_json, validate_json_object
 
-__all__ = ["merge_document", "shallow", "updated_resource", "updated_thread", "with_thread_memory"]
+__all__ = [
+    "merge_document",
+    "replaced_thread",
+    "shallow",
+    "updated_resource",
+    "updated_thread",
+    "with_thread_memory",
+]
 
 
 def shallow(old: dict[str, Any] | None, new: dict[str, Any] | Unset | None) -> dict[str, Any] | None:
@@ -60,6 +68,20 @@ def updated_thread(old: Thread, title: str | Unset, metadata: dict[str, Any] | U
         old.created_at,
         normalize(now),
     )
+
+
+def replaced_thread(old: Thread | None, thread: Thread, now: datetime) -> Thread:
+    """What ``save_thread(thread)`` stores over ``old``: the same owner's thread keeps ``created_at``.
+
+    No ``old``: ``thread`` as given. Another owner: :class:`ThreadOwnershipError`
+    (an owner never changes). Otherwise title and metadata are replaced and
+    ``updated_at`` moves to ``now``.
+    """
+    if old is None:
+        return thread
+    if old.resource_id != thread.resource_id:
+        raise ThreadOwnershipError(thread.id, thread.resource_id)
+    return dataclasses.replace(old, title=thread.title, metadata=thread.metadata, updated_at=normalize(now))
 
 
 def merge_document(stored: str | None, patch: dict[str, Any]) -> tuple[dict[str, Any], str]:

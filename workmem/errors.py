@@ -27,6 +27,7 @@ __all__ = [
     "UnreadableRecordError",
     "ValidationError",
     "WorkingMemoryFormatError",
+    "WorkingMemoryTooLargeError",
     "WorkmemError",
 ]
 
@@ -44,6 +45,30 @@ class WorkingMemoryFormatError(WorkmemError, ValueError):
 
     Raised the same on every backend: the stored text, not the caller's input, is wrong. Nothing changed.
     """
+
+
+class WorkingMemoryTooLargeError(ValidationError):
+    """An update would make the working memory larger than the ``max_chars`` limit of its ``Memory``. Nothing changed.
+
+    ``size`` is the length (``len()`` of the text, as stored: the JSON text in
+    schema mode) the update would have stored, ``limit`` the limit and
+    ``current`` the length stored now. An update that does not make the memory
+    larger is never refused, so memory already above the limit can be condensed
+    step by step.
+    """
+
+    def __init__(self, *, size: int, limit: int, current: int) -> None:
+        over = f"; it holds {current:,} now, also over the limit, and may only shrink" if current > limit else ""
+        super().__init__(
+            f"working memory not updated: the result would be {size:,} characters, "
+            f"over the {limit:,}-character limit{over}"
+        )
+        self.size = size
+        """The length the update would have stored."""
+        self.limit = limit
+        """The ``max_chars`` limit."""
+        self.current = current
+        """The length stored now (0 when nothing is stored)."""
 
 
 class ThreadNotFoundError(WorkmemError, LookupError):
@@ -110,7 +135,10 @@ class MissingTablesError(WorkmemError, LookupError):
     """``connect(url, create=False)`` found the tables workmem needs missing; nothing was created.
 
     Connect once without ``create=False`` (as a user that may create tables) to create them.
+    ``tables``: the names found missing (empty when not known).
     """
+
+    tables: tuple[str, ...] = ()
 
 
 class BackendUnavailableError(WorkmemError, ConnectionError):

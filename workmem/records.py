@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, Final, Literal
+from typing import Any, Final, Generic, Literal, TypeVar
 
 from workmem.timestamps import normalize, utc_now
 from workmem.validation import (
@@ -21,6 +21,7 @@ __all__ = [
     "WORKING_MEMORY_KEY",
     "Direction",
     "OrderBy",
+    "RecordPage",
     "Resource",
     "Scope",
     "Thread",
@@ -195,3 +196,21 @@ class ThreadPage:
     unreadable: tuple[str, ...] = ()
     """Ids of threads on this page that could not be read (written by another program; see
     :class:`~workmem.errors.UnreadableRecordError`): left out of ``threads``, counted in ``total``."""
+
+
+RecordT = TypeVar("RecordT", Resource, Thread)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordPage(Generic[RecordT]):
+    """One page of every resource or every thread, in ascending id order (keyset pagination).
+
+    Ids compare by code point (the byte order of their UTF-8), the same on every backend.
+    """
+
+    records: tuple[RecordT, ...]
+    """The readable records of this page, ascending by id."""
+    unreadable: tuple[str, ...] = ()
+    """Ids on this page another program stored in a form workmem cannot read (left out of ``records``)."""
+    next_after: str | None = None
+    """The last id of this page, readable or not, to pass as ``after`` for the next; ``None``: no more pages."""

@@ -7,21 +7,33 @@ group of installed distributions.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
 
+from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage, opened_in_thread
 from workmem.errors import MissingDriverError, UnknownSchemeError, ValidationError
 from workmem.storage import MemoryStorage, check_create
 from workmem.urls import mask_url, scheme_of
 
-__all__ = ["ENTRY_POINT_GROUP", "AdapterSpec", "builtin_schemes", "connect", "known_schemes", "register", "resolve"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "AdapterSpec",
+    "builtin_schemes",
+    "connect",
+    "connect_async",
+    "known_schemes",
+    "register",
+    "resolve",
+]
 
 ENTRY_POINT_GROUP = "workmem.adapters"
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
@@ -142,15 +154,8 @@ def resolve(url: str) -> type[MemoryStorage]:
     return cls
 
 
-def connect(url: str | os.PathLike[str], *, create: bool = True, **options: Any) -> MemoryStorage:
-    """Open the adapter for ``url``, creating missing tables and indexes (unless ``create=False``).
-
-    ``create=False`` creates and changes nothing, for read-only credentials or files; the
-    tables must exist (else :class:`~workmem.errors.MissingTablesError`). It is passed to the
-    adapter's ``from_url`` as the ``create`` option (every built-in adapter takes it).
-    ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...). A
-    ``pathlib.Path`` (any ``os.PathLike``) names a libSQL database file.
-    """
+def _checked_url(url: str | os.PathLike[str], create: bool, options: dict[str, Any]) -> str:
+    """``url`` as a string ``connect`` can resolve (a path made a libSQL file name); ``create`` put into ``options``."""
     if isinstance(url, os.PathLike):  # a pathlib.Path: a libSQL database file, whatever its name looks like
         path = os.fspath(url)
         url = path if not isinstance(path, str) or os.path.isabs(path) else os.path.join(os.curdir, path)
@@ -162,8 +167,57 @@ def connect(url: str | os.PathLike[str], *, create: bool = True, **options: Any)
         raise ValidationError("the URL contains a NUL character")
     if not check_create(create):
         options["create"] = False
-    adapter = resolve(url)
+    return url
+
+
+@contextmanager
+def _encodable(url: str) -> Iterator[None]:
     try:
-        return adapter.from_url(url, **options)
+        yield
     except UnicodeError as exc:  # a host name IDNA cannot encode (a label over 63 characters, ...)
         raise ValidationError(f"a host name in {mask_url(url)} cannot be encoded: {exc}") from None
+
+
+def connect(url: str | os.PathLike[str], *, create: bool = True, **options: Any) -> MemoryStorage:
+    """Open the adapter for ``url``, creating missing tables and indexes (unless ``create=False``).
+
+    ``create=False`` creates and changes nothing, for read-only credentials or files; the
+    tables must exist (else :class:`~workmem.errors.MissingTablesError`). It is passed to the
+    adapter's ``from_url`` as the ``create`` option (every built-in adapter takes it).
+    ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...). A
+    ``pathlib.Path`` (any ``os.PathLike``) names a libSQL database file.
+    """
+    url = _checked_url(url, create, options)
+    adapter = resolve(url)
+    with _encodable(url):
+        return adapter.from_url(url, **options)
+
+
+async def connect_async(url: str | os.PathLike[str], *, create: bool = True, **options: Any) -> AsyncMemoryStorage:
+    """:func:`connect`, for the async API: an :class:`~workmem.aio.AsyncMemoryStorage` (an async context manager).
+
+    The URL, ``create`` and ``options`` are those of :func:`connect`. An adapter
+    with a native async twin (:attr:`MemoryStorage.async_adapter`) opens it; any
+    other adapter is opened (on a worker thread) and run on worker threads by
+    :class:`~workmem.aio.ThreadedAsyncStorage`, so the event loop never blocks.
+    """
+    url = _checked_url(url, create, options)
+    adapter = resolve(url)
+    with _encodable(url):
+        if adapter.async_adapter is None:
+            return ThreadedAsyncStorage(await opened_in_thread(functools.partial(adapter.from_url, url, **options)))
+        return await _async_twin(adapter, url).open(url, **options)
+
+
+def _async_twin(adapter: type[MemoryStorage], url: str) -> type[AsyncMemoryStorage]:
+    target = adapter.async_adapter
+    assert target is not None
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise MissingDriverError(f"the async adapter {target} for {mask_url(url)} cannot be imported: {exc}") from exc
+    twin = getattr(module, class_name, None)
+    if not (isinstance(twin, type) and issubclass(twin, AsyncMemoryStorage)):
+        raise UnknownSchemeError(f"the async adapter {target} for {mask_url(url)} is no AsyncMemoryStorage class")
+    return twin

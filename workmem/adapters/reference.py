@@ -3,49 +3,104 @@
 Thread-safe and atomic within one process (one lock per store); nothing is
 persisted. Every connection to ``memory://NAME`` in a process sees the same
 store, so the conformance suite's multi-connection checks mean the same here.
+The hooks do no I/O, so one class body serves both APIs:
+:class:`InMemoryStorage` (sync) and :class:`AsyncInMemoryStorage`.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import threading
-from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import urlsplit
 
-from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, ValidationError
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.storage import (
-    Capabilities,
-    MemoryStorage,
-    check_create,
-    check_list_args,
-    check_owner,
-    check_resource_update,
-    check_scope,
-    check_thread_update,
-    thread_working_memory_to_merge,
-)
-from workmem.timestamps import utc_now
-from workmem.validation import validate_id, validate_json_object
+from workmem.aio import AsyncMemoryStorage
+from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
+from workmem.errors import ThreadExistsError, ThreadNotFoundError, ValidationError
+from workmem.flows import Capabilities, StorageHooks
+from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.storage import MemoryStorage
 
-__all__ = ["InMemoryStorage"]
+__all__ = ["AsyncInMemoryStorage", "InMemoryStorage", "ReferenceHooks"]
+
+
+R = TypeVar("R", Resource, Thread)
+V = TypeVar("V")
+
+
+class _Records(dict[str, V]):
+    """A dict that also keeps its keys sorted (code point order), so a page is a bisection, not a sort."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: list[str] = []
+
+    def __setitem__(self, key: str, value: V) -> None:
+        if key not in self:
+            bisect.insort(self.ids, key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        del self.ids[bisect.bisect_left(self.ids, key)]
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key in self:
+            del self.ids[bisect.bisect_left(self.ids, key)]
+        return super().pop(key, *default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self) -> tuple[str, V]:
+        key, value = super().popitem()
+        del self.ids[bisect.bisect_left(self.ids, key)]
+        return key, value
+
+    def clear(self) -> None:
+        super().clear()
+        self.ids.clear()
 
 
 class _Store:
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.resources: dict[str, Resource] = {}
-        self.threads: dict[str, Thread] = {}
+        self.resources: _Records[Resource] = _Records()
+        self.threads: _Records[Thread] = _Records()
+
+
+def _page(records: _Records[R], after: str | None, limit: int) -> RecordPage[R]:
+    """Records with ids after ``after`` in code point order (Python's ``str`` order), at most ``limit``."""
+    ids = records.ids
+    start = 0 if after is None else bisect.bisect_right(ids, after)
+    chosen = ids[start : start + limit]
+    next_after = chosen[-1] if len(chosen) == limit else None
+    return RecordPage(tuple(records[i] for i in chosen), (), next_after)
 
 
 _named: dict[str, _Store] = {}
 _named_lock = threading.Lock()
 
 
-class InMemoryStorage(MemoryStorage):
-    """The reference adapter: plain dicts behind a lock."""
+def _name_of(url: str, options: dict[str, Any]) -> str | None:
+    check_create(options.pop("create", True))  # nothing to create: the store is made on first use
+    if options:
+        raise ValidationError(f"memory:// takes no options but create, got {sorted(options)}")
+    parts = urlsplit(url)
+    return (parts.netloc + parts.path).strip("/") or None
+
+
+class ReferenceHooks(StorageHooks):
+    """The hooks on plain dicts behind a lock: the executable reading of the contract."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=False, persistent=False)
 
@@ -57,152 +112,143 @@ class InMemoryStorage(MemoryStorage):
             with _named_lock:
                 self._store = _named.setdefault(name, _Store())
 
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
-        check_create(options.pop("create", True))  # nothing to create: the store is made on first use
-        if options:
-            raise ValidationError(f"memory:// takes no options but create, got {sorted(options)}")
-        parts = urlsplit(url)
-        name = (parts.netloc + parts.path).strip("/")
-        return cls(name or None)
-
     def __repr__(self) -> str:
-        return f"InMemoryStorage(name={self.name!r})"
+        return f"{type(self).__name__}(name={self.name!r})"
 
     # -- resources -----------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> Resource | None:
-        validate_id(resource_id, "resource id")
+    async def _get_resource(self, resource_id: str) -> Resource | None:
         with self._store.lock:
             return self._store.resources.get(resource_id)
 
-    def save_resource(self, resource: Resource) -> Resource:
-        if not isinstance(resource, Resource):
-            raise ValidationError(f"expected a Resource, got {type(resource).__name__}")
+    async def _save_resource(self, resource: Resource) -> Resource:
         with self._store.lock:
             self._store.resources[resource.id] = resource
         return resource
 
-    def update_resource(
+    async def _update_resource(
         self,
         resource_id: str,
-        *,
-        working_memory: str | Unset | None = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
     ) -> Resource:
-        validate_id(resource_id, "resource id")
-        working_memory, metadata = check_resource_update(working_memory, metadata)
         with self._store.lock:
-            return self._update_resource_locked(resource_id, working_memory, metadata)
-
-    def _update_resource_locked(
-        self, resource_id: str, working_memory: str | Unset | None, metadata: dict[str, Any] | Unset | None
-    ) -> Resource:
-        old = self._store.resources.get(resource_id)
-        new = updated_resource(old, resource_id, working_memory, metadata, utc_now())
-        self._store.resources[resource_id] = new
-        return new
+            new = updated_resource(self._store.resources.get(resource_id), resource_id, working_memory, metadata, now)
+            self._store.resources[resource_id] = new
+            return new
 
     # -- threads -------------------------------------------------------------------
 
-    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        validate_id(thread_id, "thread id")
-        if resource_id is not None:
-            validate_id(resource_id, "resource id")
+    async def _get_thread(self, thread_id: str) -> Thread | None:
         with self._store.lock:
-            thread = self._store.threads.get(thread_id)
-        if thread is None or (resource_id is not None and thread.resource_id != resource_id):
-            return None
-        return thread
+            return self._store.threads.get(thread_id)
 
-    def create_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    async def _create_thread(self, thread: Thread) -> Thread:
         with self._store.lock:
             if thread.id in self._store.threads:
                 raise ThreadExistsError(thread.id)
             self._store.threads[thread.id] = thread
         return thread
 
-    def save_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         with self._store.lock:
-            old = self._store.threads.get(thread.id)
-            if old is None:
-                new = thread
-            elif old.resource_id != thread.resource_id:
-                raise ThreadOwnershipError(thread.id, thread.resource_id)
-            else:
-                new = dataclasses.replace(old, title=thread.title, metadata=thread.metadata, updated_at=utc_now())
+            new = replaced_thread(self._store.threads.get(thread.id), thread, now)
             self._store.threads[thread.id] = new
             return new
 
-    def update_thread(
-        self,
-        thread_id: str,
-        *,
-        title: str | Unset = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    async def _update_thread(
+        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
     ) -> Thread:
-        validate_id(thread_id, "thread id")
-        title, metadata = check_thread_update(title, metadata)
         with self._store.lock:
-            old = self._store.threads.get(thread_id)
-            if old is None:
-                raise ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, utc_now())
+            new = updated_thread(self._locked_thread(thread_id), title, metadata, now)
             self._store.threads[thread_id] = new
             return new
 
-    def delete_thread(self, thread_id: str) -> bool:
-        validate_id(thread_id, "thread id")
+    def _locked_thread(self, thread_id: str) -> Thread:
+        thread = self._store.threads.get(thread_id)
+        if thread is None:
+            raise ThreadNotFoundError(thread_id)
+        return thread
+
+    async def _delete_thread(self, thread_id: str) -> bool:
         with self._store.lock:
             return self._store.threads.pop(thread_id, None) is not None
 
-    def list_threads(
-        self,
-        resource_id: str,
-        *,
-        page: int = 0,
-        per_page: int | None = 100,
-        order_by: OrderBy = "created_at",
-        direction: Direction = "desc",
-    ) -> ThreadPage:
-        query = check_list_args(resource_id, page, per_page, order_by, direction)
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
         with self._store.lock:
             owned = [t for t in self._store.threads.values() if t.resource_id == query.resource_id]
         owned.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
         end = None if query.per_page is None else query.offset + query.per_page
         return query.page_of(owned[query.offset : end], len(owned))
 
+    # -- every record ----------------------------------------------------------------
+
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        with self._store.lock:
+            return _page(self._store.resources, after, limit)
+
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        with self._store.lock:
+            return _page(self._store.threads, after, limit)
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        with self._store.lock:
+            present = frozenset(r.id for r in resources if r.id in self._store.resources)
+            self._store.resources.update((r.id, r) for r in resources if r.id not in present)
+        return present
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        with self._store.lock:
+            present = frozenset(t.id for t in threads if t.id in self._store.threads)
+            self._store.threads.update((t.id, t) for t in threads if t.id not in present)
+        return present
+
+    async def _replace_thread(self, thread: Thread) -> bool:
+        with self._store.lock:
+            stored = self._store.threads.get(thread.id)
+            if stored is None or stored.resource_id != thread.resource_id:
+                return False
+            self._store.threads[thread.id] = thread
+        return True
+
     # -- working memory ------------------------------------------------------------
 
-    def merge_working_memory(
-        self,
-        patch: Mapping[str, Any],
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        target = check_scope(scope, resource_id, thread_id)
-        patch = validate_json_object(patch, "patch")
+    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
         with self._store.lock:
             if target.scope == "resource":
                 assert target.resource_id is not None
-                resource = self._store.resources.get(target.resource_id)
-                merged, text = merge_document(resource.working_memory if resource else None, patch)
-                self._update_resource_locked(target.resource_id, text, UNSET)
+                old = self._store.resources.get(target.resource_id)
+                merged, text = merge_document(None if old is None else old.working_memory, patch)
+                self._store.resources[target.resource_id] = updated_resource(
+                    old, target.resource_id, text, Unset.UNSET, now
+                )
                 return merged
             assert target.thread_id is not None
-            thread = self._store.threads.get(target.thread_id)
-            if thread is None:
-                raise ThreadNotFoundError(target.thread_id)
+            thread = self._locked_thread(target.thread_id)
             check_owner(thread, target.resource_id)
             merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
-            self._store.threads[thread.id] = with_thread_memory(thread, text, utc_now())
+            self._store.threads[thread.id] = with_thread_memory(thread, text, now)
             return merged
 
-    def close(self) -> None:
+    async def _close(self) -> None:
         pass
+
+
+class InMemoryStorage(ReferenceHooks, MemoryStorage):
+    """The reference adapter, sync: plain dicts behind a lock."""
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        return cls(_name_of(url, options))
+
+
+class AsyncInMemoryStorage(ReferenceHooks, AsyncMemoryStorage):
+    """The reference adapter, async: the same store (``memory://NAME`` is shared with the sync one)."""
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> Self:
+        return cls(_name_of(url, options))
+
+
+InMemoryStorage.async_adapter = "workmem.adapters.reference:AsyncInMemoryStorage"

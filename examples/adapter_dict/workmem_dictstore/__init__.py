@@ -5,39 +5,28 @@ process shares one store, so the conformance suite's multi-connection checks
 mean something. Atomicity comes from the store's lock: every read-check-write
 happens while it is held (a database adapter gets it from its database instead:
 one statement, a row lock, a script, a conditional update).
+
+It implements only the hooks of :class:`workmem.flows.StorageHooks`: the
+arguments arrive checked, so nothing here validates. Its hooks call no async
+driver, so it is a sync adapter; ``workmem.connect_async("dictstore://NAME")``
+runs it on worker threads.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
-from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import (
-    StorageClosedError,
-    ThreadExistsError,
-    ThreadNotFoundError,
-    ThreadOwnershipError,
-    ValidationError,
-)
+from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
+from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError
+from workmem.flows import Capabilities
 from workmem.kit import check_options
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.storage import (
-    Capabilities,
-    MemoryStorage,
-    check_create,
-    check_list_args,
-    check_owner,
-    check_resource_update,
-    check_scope,
-    check_thread_update,
-    thread_working_memory_to_merge,
-)
-from workmem.timestamps import utc_now
-from workmem.validation import validate_id, validate_json_object
+from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.storage import MemoryStorage
 
 __all__ = ["DictStorage"]
 
@@ -83,51 +72,38 @@ class DictStorage(MemoryStorage):
 
     # -- resources -----------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> Resource | None:
-        validate_id(resource_id, "resource id")
+    async def _get_resource(self, resource_id: str) -> Resource | None:
         store = self._open_store()
         with store.lock:
             return store.resources.get(resource_id)
 
-    def save_resource(self, resource: Resource) -> Resource:
-        if not isinstance(resource, Resource):
-            raise ValidationError(f"expected a Resource, got {type(resource).__name__}")
+    async def _save_resource(self, resource: Resource) -> Resource:
         store = self._open_store()
         with store.lock:
             store.resources[resource.id] = resource
         return resource
 
-    def update_resource(
+    async def _update_resource(
         self,
         resource_id: str,
-        *,
-        working_memory: str | Unset | None = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
     ) -> Resource:
-        validate_id(resource_id, "resource id")
-        working_memory, metadata = check_resource_update(working_memory, metadata)
         store = self._open_store()
         with store.lock:  # read, build the new record, write: one step under the lock
-            new = updated_resource(store.resources.get(resource_id), resource_id, working_memory, metadata, utc_now())
+            new = updated_resource(store.resources.get(resource_id), resource_id, working_memory, metadata, now)
             store.resources[resource_id] = new
             return new
 
     # -- threads -------------------------------------------------------------------
 
-    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        validate_id(thread_id, "thread id")
-        if resource_id is not None:
-            validate_id(resource_id, "resource id")
+    async def _get_thread(self, thread_id: str) -> Thread | None:
         store = self._open_store()
         with store.lock:
-            thread = store.threads.get(thread_id)
-        if thread is None or (resource_id is not None and thread.resource_id != resource_id):
-            return None
-        return thread
+            return store.threads.get(thread_id)
 
-    def create_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    async def _create_thread(self, thread: Thread) -> Thread:
         store = self._open_store()
         with store.lock:
             if thread.id in store.threads:
@@ -135,80 +111,88 @@ class DictStorage(MemoryStorage):
             store.threads[thread.id] = thread
         return thread
 
-    def save_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         store = self._open_store()
-        with store.lock:
-            old = store.threads.get(thread.id)
-            if old is not None and old.resource_id != thread.resource_id:
-                raise ThreadOwnershipError(thread.id, thread.resource_id)
-            new = thread
-            if old is not None:
-                new = dataclasses.replace(old, title=thread.title, metadata=thread.metadata, updated_at=utc_now())
+        with store.lock:  # replaced_thread refuses another owner's id (ThreadOwnershipError)
+            new = replaced_thread(store.threads.get(thread.id), thread, now)
             store.threads[thread.id] = new
             return new
 
-    def update_thread(
-        self,
-        thread_id: str,
-        *,
-        title: str | Unset = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    async def _update_thread(
+        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
     ) -> Thread:
-        validate_id(thread_id, "thread id")
-        title, metadata = check_thread_update(title, metadata)
         store = self._open_store()
         with store.lock:
             old = store.threads.get(thread_id)
             if old is None:
                 raise ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, utc_now())
+            new = updated_thread(old, title, metadata, now)
             store.threads[thread_id] = new
             return new
 
-    def delete_thread(self, thread_id: str) -> bool:
-        validate_id(thread_id, "thread id")
+    async def _delete_thread(self, thread_id: str) -> bool:
         store = self._open_store()
         with store.lock:
             return store.threads.pop(thread_id, None) is not None
 
-    def list_threads(
-        self,
-        resource_id: str,
-        *,
-        page: int = 0,
-        per_page: int | None = 100,
-        order_by: OrderBy = "created_at",
-        direction: Direction = "desc",
-    ) -> ThreadPage:
-        query = check_list_args(resource_id, page, per_page, order_by, direction)
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
         store = self._open_store()
         with store.lock:
             owned = [t for t in store.threads.values() if t.resource_id == query.resource_id]
+        # Ties on the timestamp are broken by id, in the same direction: pages never overlap or skip.
         owned.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
         end = None if query.per_page is None else query.offset + query.per_page
         return query.page_of(owned[query.offset : end], len(owned))
 
+    async def _replace_thread(self, thread: Thread) -> bool:
+        store = self._open_store()
+        with store.lock:  # the owner check and the write in one step
+            old = store.threads.get(thread.id)
+            if old is None or old.resource_id != thread.resource_id:
+                return False
+            store.threads[thread.id] = thread
+        return True
+
+    # -- every record: pages by id, bulk inserts -------------------------------------
+
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        store = self._open_store()
+        with store.lock:
+            ids = sorted(i for i in store.resources if after is None or i > after)[:limit]  # str order: code points
+            records = tuple(store.resources[i] for i in ids)
+        return RecordPage(records, (), ids[-1] if len(ids) == limit else None)
+
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        store = self._open_store()
+        with store.lock:
+            ids = sorted(i for i in store.threads if after is None or i > after)[:limit]
+            records = tuple(store.threads[i] for i in ids)
+        return RecordPage(records, (), ids[-1] if len(ids) == limit else None)
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        store = self._open_store()
+        with store.lock:  # each check-then-insert under the lock
+            present = frozenset(r.id for r in resources if r.id in store.resources)
+            store.resources.update((r.id, r) for r in resources if r.id not in present)
+        return present
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        store = self._open_store()
+        with store.lock:  # a present id keeps its thread and its owner
+            present = frozenset(t.id for t in threads if t.id in store.threads)
+            store.threads.update((t.id, t) for t in threads if t.id not in present)
+        return present
+
     # -- working memory ------------------------------------------------------------
 
-    def merge_working_memory(
-        self,
-        patch: Mapping[str, Any],
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        target = check_scope(scope, resource_id, thread_id)
-        patch = validate_json_object(patch, "patch")
+    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
         store = self._open_store()
-        with store.lock:  # the compare and the set are one step: no concurrent merge is lost
+        with store.lock:  # the whole read-merge-write under the lock: no lost updates
             if target.scope == "resource":
                 assert target.resource_id is not None
                 old = store.resources.get(target.resource_id)
-                merged, text = merge_document(old.working_memory if old else None, patch)
-                store.resources[target.resource_id] = updated_resource(old, target.resource_id, text, UNSET, utc_now())
+                merged, text = merge_document(None if old is None else old.working_memory, patch)
+                store.resources[target.resource_id] = updated_resource(old, target.resource_id, text, UNSET, now)
                 return merged
             assert target.thread_id is not None
             thread = store.threads.get(target.thread_id)
@@ -216,8 +200,8 @@ class DictStorage(MemoryStorage):
                 raise ThreadNotFoundError(target.thread_id)
             check_owner(thread, target.resource_id)
             merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
-            store.threads[thread.id] = with_thread_memory(thread, text, utc_now())
+            store.threads[thread.id] = with_thread_memory(thread, text, now)
             return merged
 
-    def close(self) -> None:
+    async def _close(self) -> None:
         self._closed = True

@@ -171,6 +171,18 @@ class Dialect:
     def page_clause(self, query: ListQuery) -> str:
         return "" if query.per_page is None else " LIMIT :limit OFFSET :offset"
 
+    def limit_clause(self) -> str:
+        """The clause keeping the first ``:limit`` rows of an ordered select."""
+        return " LIMIT :limit"
+
+    def id_order(self, column: str = "id") -> str:
+        """``column`` (an id) compared and sorted by code point, the byte order of its UTF-8, on every backend.
+
+        SQLite's default ``BINARY`` collation already is; PostgreSQL says ``COLLATE "C"``; Oracle
+        sets ``NLS_SORT``/``NLS_COMP`` to ``BINARY`` for each session.
+        """
+        return column
+
     def lock_clause(self, lock: bool) -> str:
         return " FOR UPDATE" if lock and self.row_locks else ""
 
@@ -350,6 +362,62 @@ class Dialect:
             "now": self.time_value(now),
         }
         return Statement(sql, params if new_metadata is None else {**params, "metadata": new_metadata})
+
+    def replace_thread(self, thread: Thread) -> Statement:
+        """Title, metadata and both timestamps as given, of the thread with this id and this owner (row count)."""
+        stamps = ", ".join(
+            f"{c} = {v}" for c, v in self._stamps(("createdAt", "created_at"), ("updatedAt", "updated_at"))
+        )
+        metadata = self.json_param("metadata")
+        sql = (
+            f"UPDATE {self.threads} SET title = :title, metadata = {metadata}, {stamps} "
+            'WHERE id = :id AND "resourceId" = :resource_id'
+        )
+        return Statement(sql, self._thread_params(thread))
+
+    # -- every record: pages and bulk inserts ---------------------------------------------
+
+    def _record_page(self, kind: str, columns: str, table: str, after: str | None, limit: int) -> Statement:
+        key = (kind, "first" if after is None else "after")
+        try:
+            sql = self._sql[key]
+        except KeyError:
+            where = "" if after is None else f" WHERE {self.id_order()} > :after"
+            sql = f"SELECT {columns} FROM {table}{where} ORDER BY {self.id_order()}{self.limit_clause()}"
+            self._sql[key] = sql
+        return Statement(sql, {"limit": limit} if after is None else {"after": after, "limit": limit})
+
+    def resource_page(self, after: str | None, limit: int) -> Statement:
+        """At most ``limit`` resources with ids after ``after`` (keyset), ascending by :meth:`id_order`."""
+        return self._record_page("resource_page", self.resource_columns(), self.resources, after, limit)
+
+    def thread_page(self, after: str | None, limit: int) -> Statement:
+        """At most ``limit`` threads with ids after ``after`` (keyset), ascending by :meth:`id_order`."""
+        return self._record_page("thread_page", self.thread_columns(), self.threads, after, limit)
+
+    def _insert_many(
+        self, table: str, fields: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]]
+    ) -> Statement:
+        """One multi-row ``INSERT … ON CONFLICT (id) DO NOTHING RETURNING id``: the ids it inserted come back."""
+        columns = ", ".join(column for column, _ in fields)
+        values = []
+        params: dict[str, Any] = {}
+        for index, row in enumerate(rows):
+            values.append("(" + ", ".join(PLACEHOLDER.sub(rf":\1_{index}", value) for _, value in fields) + ")")
+            params.update((f"{name}_{index}", value) for name, value in row.items())
+        sql = (
+            f"INSERT INTO {table} AS t ({columns}) VALUES {', '.join(values)} ON CONFLICT (id) DO NOTHING RETURNING id"
+        )
+        return Statement(sql, params)
+
+    def insert_resources(self, resources: Sequence[Resource]) -> Statement:
+        """Insert the absent resources in one statement; the inserted ids come back."""
+        rows = [{**self._params(r), "working_memory": r.working_memory} for r in resources]
+        return self._insert_many(self.resources, self._resource_fields(), rows)
+
+    def insert_threads(self, threads: Sequence[Thread]) -> Statement:
+        """Insert the absent threads in one statement (a present id is left alone); the inserted ids come back."""
+        return self._insert_many(self.threads, self._thread_fields(), [self._thread_params(t) for t in threads])
 
     def delete_thread(self, thread_id: str) -> Statement:
         return Statement(f"DELETE FROM {self.threads} WHERE id = :id", {"id": thread_id})

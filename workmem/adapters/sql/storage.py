@@ -1,12 +1,16 @@
 """``SqlStorage``: the storage contract on any SQL database, given a dialect and two I/O primitives.
 
-An adapter supplies :meth:`SqlStorage._execute` (one statement in its own
-transaction) and :meth:`SqlStorage._transaction` (a read-modify-write
-transaction opened with :attr:`Dialect.begin_write`); everything else —
-validation, statements, row mapping, the order of steps — is here, once.
+An adapter supplies two I/O primitives, as coroutines: :meth:`SqlStorage._execute`
+(one statement in its own transaction) and :meth:`SqlStorage._transaction` (a
+read-modify-write transaction opened with :attr:`Dialect.begin_write`); the
+statements, row mapping and the order of steps (fast path, fallback) are here,
+once, for the sync and the async API alike. A sync adapter's primitives call
+its blocking driver and never suspend (see :func:`workmem.flows.run_sync`); an
+async one's await its async driver. Arguments arrive checked (:mod:`workmem.flows`).
 
 Reads are one statement. Insert-only ``create_thread`` and owner-checked
-``save_thread`` are one statement on every dialect. ``update_*`` and ``merge_working_memory`` are one statement
+``save_thread`` are one statement (Oracle's ``MERGE`` returns no row, so its
+adapter reads the row back in the same transaction). ``update_*`` and ``merge_working_memory`` are one statement
 where the dialect can express them (:attr:`Dialect.native_shallow_merge`,
 :meth:`Dialect.merge_statement`), otherwise a transaction that locks what it
 reads (the row, or the whole database for SQLite) before computing the new
@@ -16,32 +20,22 @@ record with :mod:`workmem.changes`.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
+from workmem.checks import ListQuery, ScopeTarget, check_owner, thread_working_memory_to_merge
 from workmem.errors import (
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     UnreadableRecordError,
-    ValidationError,
     WorkmemError,
 )
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.storage import (
-    MemoryStorage,
-    check_list_args,
-    check_owner,
-    check_resource_update,
-    check_scope,
-    check_thread_update,
-    thread_working_memory_to_merge,
-)
-from workmem.timestamps import utc_now
-from workmem.validation import validate_id, validate_json_object
+from workmem.flows import StorageHooks, read_record_page
+from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
 
 from .dialect import Dialect, KeyRead, Statement
 from .rows import load_json, resource_from_row, thread_from_row
@@ -49,9 +43,11 @@ from .rows import load_json, resource_from_row, thread_from_row
 __all__ = [
     "ExactCheckNeeded",
     "Result",
+    "Run",
     "Session",
     "SqlStorage",
     "StoredMetadataUnreadable",
+    "blocking_transaction",
 ]
 
 
@@ -95,168 +91,185 @@ class Result(NamedTuple):
 class Session(Protocol):
     """An open transaction."""
 
-    def execute(self, statement: Statement) -> Result: ...
+    async def execute(self, statement: Statement) -> Result: ...
 
 
-class SqlStorage(MemoryStorage):
-    """The contract's flow on SQL; subclasses connect, run statements and map driver errors."""
+Run = Callable[[Statement], Result]
+"""One statement run on a connection of an open transaction, by a blocking driver."""
+
+
+class _BlockingSession:
+    """A :class:`Session` over a blocking driver: ``execute`` never suspends."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    async def execute(self, statement: Statement) -> Result:
+        return self._run(statement)
+
+
+@asynccontextmanager
+async def blocking_transaction(transaction: AbstractContextManager[Run]) -> AsyncIterator[Session]:
+    """A sync adapter's transaction (a context manager yielding its :data:`Run`) as :meth:`SqlStorage._transaction`.
+
+    Entering, committing and rolling back stay the adapter's own blocking code; nothing here suspends.
+    """
+    with transaction as run:
+        yield _BlockingSession(run)
+
+
+def _row_id(row: Sequence[Any]) -> str:
+    return str(row[0])
+
+
+class SqlStorage(StorageHooks):
+    """The hooks on SQL; a subclass connects, runs statements and maps driver errors.
+
+    It is mixed with :class:`~workmem.storage.MemoryStorage` (sync primitives) or
+    :class:`~workmem.aio.AsyncMemoryStorage` (async primitives).
+    """
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
 
     @abstractmethod
-    def _execute(self, statement: Statement, *, read: bool = False) -> Result:
+    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
         """Run one statement in its own transaction; a ``read`` may be retried on a dropped connection."""
 
     @abstractmethod
-    def _transaction(self) -> AbstractContextManager[Session]:
+    def _transaction(self) -> AbstractAsyncContextManager[Session]:
         """A transaction begun with ``dialect.begin_write``, committed on exit, rolled back on error."""
 
-    def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
         """The record read by primary key, or ``None``; an adapter may run ``read.rendered`` directly (hot path)."""
-        rows = self._execute(read.statement(key), read=True).rows
+        rows = (await self._execute(read.statement(key), read=True)).rows
         return read.record(rows[0]) if rows else None
 
     # -- resources -----------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> Resource | None:
-        validate_id(resource_id, "resource id")
-        return self._read_key(self.dialect.resource_by_id, resource_id)
+    async def _get_resource(self, resource_id: str) -> Resource | None:
+        return await self._read_key(self.dialect.resource_by_id, resource_id)
 
-    def save_resource(self, resource: Resource) -> Resource:
-        if not isinstance(resource, Resource):
-            raise ValidationError(f"expected a Resource, got {type(resource).__name__}")
-        self._execute(self.dialect.upsert_resource(resource))
+    async def _save_resource(self, resource: Resource) -> Resource:
+        await self._execute(self.dialect.upsert_resource(resource))
         return resource
 
-    def update_resource(
+    async def _update_resource(
         self,
         resource_id: str,
-        *,
-        working_memory: str | Unset | None = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
     ) -> Resource:
-        validate_id(resource_id, "resource id")
-        working_memory, new_metadata = check_resource_update(working_memory, metadata)
-        now = utc_now()
         if self.dialect.native_shallow_merge:
-            statement = self.dialect.update_resource(resource_id, working_memory, new_metadata, now)
+            statement = self.dialect.update_resource(resource_id, working_memory, metadata, now)
             try:
                 with _record("resource", resource_id):
-                    return resource_from_row(self._execute(statement).rows[0])
+                    return resource_from_row((await self._execute(statement)).rows[0])
             except ExactCheckNeeded:
                 pass  # near the size limit: decided below, under a row lock
-        with self._transaction() as tx:
-            old = self._lock_resource(tx, resource_id, now)
-            new = updated_resource(old, resource_id, working_memory, new_metadata, now)
-            tx.execute(self.dialect.upsert_resource(new))
+        async with self._transaction() as tx:
+            old = await self._lock_resource(tx, resource_id, now)
+            new = updated_resource(old, resource_id, working_memory, metadata, now)
+            await tx.execute(self.dialect.upsert_resource(new))
         return new
 
-    def _lock_resource(self, tx: Session, resource_id: str, now: datetime) -> Resource | None:
+    async def _lock_resource(self, tx: Session, resource_id: str, now: datetime) -> Resource | None:
         if self.dialect.row_locks:  # a missing row cannot be locked: create it first
-            tx.execute(self.dialect.insert_missing_resource(resource_id, now))
-        rows = tx.execute(self.dialect.select_resource(resource_id, lock=True)).rows
+            await tx.execute(self.dialect.insert_missing_resource(resource_id, now))
+        rows = (await tx.execute(self.dialect.select_resource(resource_id, lock=True))).rows
         return resource_from_row(rows[0]) if rows else None
 
     # -- threads -------------------------------------------------------------------
 
-    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        validate_id(thread_id, "thread id")
-        if resource_id is not None:
-            validate_id(resource_id, "resource id")
-        thread = self._read_key(self.dialect.thread_by_id, thread_id)
-        if thread is None or resource_id is None or thread.resource_id == resource_id:
-            return thread
-        return None
+    async def _get_thread(self, thread_id: str) -> Thread | None:
+        return await self._read_key(self.dialect.thread_by_id, thread_id)
 
-    def create_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
-        rows = self._execute(self.dialect.create_thread(thread)).rows
+    async def _create_thread(self, thread: Thread) -> Thread:
+        rows = (await self._execute(self.dialect.create_thread(thread))).rows
         if not rows:
             raise ThreadExistsError(thread.id)
         return thread_from_row(rows[0])
 
-    def save_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
-        rows = self._execute(self.dialect.save_thread(thread, utc_now())).rows
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+        rows = (await self._execute(self.dialect.save_thread(thread, now))).rows
         if not rows:
             raise ThreadOwnershipError(thread.id, thread.resource_id)
         return thread_from_row(rows[0])
 
-    def update_thread(
-        self,
-        thread_id: str,
-        *,
-        title: str | Unset = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    async def _update_thread(
+        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
     ) -> Thread:
-        validate_id(thread_id, "thread id")
-        title, new_metadata = check_thread_update(title, metadata)
-        now = utc_now()
         if self.dialect.native_shallow_merge:
             try:
                 with _record("thread", thread_id):
-                    rows = self._execute(self.dialect.update_thread(thread_id, title, new_metadata, now)).rows
+                    rows = (await self._execute(self.dialect.update_thread(thread_id, title, metadata, now))).rows
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
                 raise ThreadNotFoundError(thread_id)
             if rows:
                 return thread_from_row(rows[0])
-        with self._transaction() as tx:
-            new = updated_thread(self._lock_thread(tx, thread_id), title, new_metadata, now)
-            tx.execute(self.dialect.write_thread(new))
+        async with self._transaction() as tx:
+            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now)
+            await tx.execute(self.dialect.write_thread(new))
         return new
 
-    def _lock_thread(self, tx: Session, thread_id: str) -> Thread:
-        rows = tx.execute(self.dialect.select_thread(thread_id, lock=True)).rows
+    async def _lock_thread(self, tx: Session, thread_id: str) -> Thread:
+        rows = (await tx.execute(self.dialect.select_thread(thread_id, lock=True))).rows
         if not rows:
             raise ThreadNotFoundError(thread_id)
         return thread_from_row(rows[0])
 
-    def delete_thread(self, thread_id: str) -> bool:
-        validate_id(thread_id, "thread id")
-        return self._execute(self.dialect.delete_thread(thread_id)).rowcount > 0
+    async def _delete_thread(self, thread_id: str) -> bool:
+        return (await self._execute(self.dialect.delete_thread(thread_id))).rowcount > 0
 
-    def list_threads(
-        self,
-        resource_id: str,
-        *,
-        page: int = 0,
-        per_page: int | None = 100,
-        order_by: OrderBy = "created_at",
-        direction: Direction = "desc",
-    ) -> ThreadPage:
-        query = check_list_args(resource_id, page, per_page, order_by, direction)
-        rows = self._execute(self.dialect.list_threads(query), read=True).rows
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        rows = (await self._execute(self.dialect.list_threads(query), read=True)).rows
         if rows:
             total = int(rows[0][6])
         elif query.offset == 0:
             total = 0
         else:  # past the last page: the count did not come with a row
-            total = int(self._execute(self.dialect.count_threads(query.resource_id), read=True).rows[0][0])
+            count = await self._execute(self.dialect.count_threads(query.resource_id), read=True)
+            total = int(count.rows[0][0])
         return query.read_page(rows, thread_from_row, total)
+
+    async def _replace_thread(self, thread: Thread) -> bool:
+        return (await self._execute(self.dialect.replace_thread(thread))).rowcount > 0
+
+    # -- every record: keyset pages and bulk inserts ------------------------------------
+
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        rows = (await self._execute(self.dialect.resource_page(after, limit), read=True)).rows
+        return read_record_page(rows, resource_from_row, _row_id, limit)
+
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        rows = (await self._execute(self.dialect.thread_page(after, limit), read=True)).rows
+        return read_record_page(rows, thread_from_row, _row_id, limit)
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        if not resources:
+            return frozenset()
+        inserted = {row[0] for row in (await self._execute(self.dialect.insert_resources(resources))).rows}
+        return frozenset(r.id for r in resources if r.id not in inserted)
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        if not threads:
+            return frozenset()
+        inserted = {row[0] for row in (await self._execute(self.dialect.insert_threads(threads))).rows}
+        return frozenset(t.id for t in threads if t.id not in inserted)
 
     # -- working memory ------------------------------------------------------------
 
-    def merge_working_memory(
-        self,
-        patch: Mapping[str, Any],
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        target = check_scope(scope, resource_id, thread_id)
-        valid_patch = validate_json_object(patch, "patch")
-        now = utc_now()
-        statement = self.dialect.merge_statement(target, valid_patch, now)
+    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+        statement = self.dialect.merge_statement(target, patch, now)
         if statement is not None:
             try:
                 with _record(target.scope, target.thread_id or target.resource_id or ""):
-                    rows = self._execute(statement).rows
+                    rows = (await self._execute(statement)).rows
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
@@ -269,16 +282,18 @@ class SqlStorage(MemoryStorage):
                     reason = "the merged working memory read back is not a JSON object"
                     raise UnreadableRecordError(target.scope, target.thread_id or target.resource_id or "", reason)
                 return merged
-        with self._transaction() as tx:
+        async with self._transaction() as tx:
             if target.scope == "resource":
                 assert target.resource_id is not None
-                old = self._lock_resource(tx, target.resource_id, now)
-                merged, text = merge_document(None if old is None else old.working_memory, valid_patch)
-                tx.execute(self.dialect.upsert_resource(updated_resource(old, target.resource_id, text, UNSET, now)))
+                old = await self._lock_resource(tx, target.resource_id, now)
+                merged, text = merge_document(None if old is None else old.working_memory, patch)
+                await tx.execute(
+                    self.dialect.upsert_resource(updated_resource(old, target.resource_id, text, UNSET, now))
+                )
                 return merged
             assert target.thread_id is not None
-            thread = self._lock_thread(tx, target.thread_id)
+            thread = await self._lock_thread(tx, target.thread_id)
             check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), valid_patch)
-            tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
+            await tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
             return merged
