@@ -517,3 +517,35 @@ def test_reads_map_rows_other_programs_wrote(tmp_path: Path) -> None:
         with pytest.raises(UnreadableRecordError, match="'bad' cannot be read"):  # that record alone
             storage.get_thread("bad")
         assert storage.get_thread("missing") is None and storage.get_resource("missing") is None
+
+
+def test_bulk_inserts_keep_the_thread_counts_exact_with_some_ids_present(tmp_path: Path) -> None:
+    path = tmp_path / "bulk.db"
+    with workmem.connect(f"file:{path}") as storage:
+        conn = raw(path)
+        storage.insert_threads(Thread(f"t{i:04}", f"r{i % 5}") for i in range(0, 900, 3))  # 300 present first
+        conn.execute(_MASTRA_SAVE, ("t0001", "mastra"))  # and one written by Mastra
+        batch = [Thread(f"t{i:04}", f"other{i % 4}") for i in range(900)]  # every present id offered to others
+        present = storage.insert_threads(batch)
+        assert present == {f"t{i:04}" for i in range(0, 900, 3)} | {"t0001"}
+        kept, real = _counts(conn)
+        assert kept == real and sum(real.values()) == 900
+        assert real["mastra"] == 1 and sum(real[f"r{k}"] for k in range(5)) == 300
+        assert storage.list_threads("r0").total == real["r0"] and storage.list_threads("other1").total == real["other1"]
+        conn.execute(_MASTRA_SAVE, ("t0003", "mastra"))  # a REPLACE after a DO NOTHING conflict: still exact
+        storage.delete_thread("t0000")
+        kept, real = _counts(conn)
+        assert kept == real and real["mastra"] == 2
+        conn.close()
+
+
+def test_keyset_pages_are_one_indexed_statement_each(tmp_path: Path) -> None:
+    path = tmp_path / "pages.db"
+    with workmem.connect(f"file:{path}") as storage:
+        storage.insert_threads(Thread(i, "r") for i in ("b", "a", "B", "\u00e9", "e\u0301"))
+        assert [t.id for t in storage.iter_threads(page_size=2)] == ["B", "a", "b", "e\u0301", "\u00e9"]
+        conn = raw(path)
+        sql = storage.dialect.thread_page("a", 2).sql  # type: ignore[attr-defined]
+        plan = " ".join(str(row[-1]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, ("a", 2)).fetchall())
+        assert "USING INDEX" in plan and "TEMP B-TREE" not in plan, plan
+        conn.close()

@@ -261,6 +261,76 @@ class MongoBehaviour:
         storage.save_resource(Resource("blank", "  \n", None, T0, T0))
         assert storage.merge_working_memory({"x": 1}, scope="resource", resource_id="blank") == {"x": 1}
 
+    # -- iteration and bulk writes -------------------------------------------------------
+
+    def test_iteration_in_codepoint_order_over_pages(self, storage: MongoStorage) -> None:
+        db = storage._client[storage.database]
+        ids = ["a", "B", "b", "é", "z", "ä", "😀", "a:b", "10", "9", "ab", "aa", "-", "_", "Z", "t 1", "\U0010ffff"]
+        for n, record_id in enumerate(ids[:8]):
+            storage.save_thread(Thread(record_id, f"r{n % 2}", f"t{n}", {"n": n}, T0, T0))
+            storage.save_resource(Resource(record_id, None, {"n": n}, T0, T0))
+        for record_id in ids[8:]:  # as @mastra/mongodb writes them: no workmem revision
+            db[THREADS].insert_one(
+                {"id": record_id, "resourceId": "m", "title": "", "metadata": {}, "createdAt": T0, "updatedAt": T0}
+            )
+            db[RESOURCES].insert_one({"id": record_id, "metadata": '{"a":1}', "createdAt": T0, "updatedAt": T0})
+        db[THREADS].insert_one({"id": "~no-owner", "title": "", "createdAt": T0, "updatedAt": T0})  # unreadable
+        db[THREADS].insert_one({"id": 7, "resourceId": "m"})  # not a string id: never iterated
+        want = sorted(ids, key=lambda text: [ord(c) for c in text])
+        for page_size in (1, 3, 17, 18, 500):
+            assert [t.id for t in storage.iter_threads(page_size=page_size)] == want, page_size
+            assert [r.id for r in storage.iter_resources(page_size=page_size)] == want, page_size
+        seen: list[str] = []
+        unreadable: list[str] = []
+        after: str | None = None
+        pages = 0
+        while True:
+            page = storage.thread_page(after, limit=4)
+            seen += [t.id for t in page.records]
+            unreadable += page.unreadable
+            pages += 1
+            if page.next_after is None:
+                break
+            after = page.next_after
+        assert seen == want and unreadable == ["~no-owner"] and pages == 5  # 18 string ids: 4 full pages, then 2
+        resources = {r.id: r for r in storage.iter_resources(page_size=5)}
+        assert resources["10"] == Resource("10", None, {"a": 1}, T0, T0)
+
+    def test_bulk_insert_reports_present_ids_and_never_moves_a_thread(self, storage: MongoStorage) -> None:
+        kept = storage.save_thread(Thread("mine", "alice", "original", {"v": 1}, T0, T0))
+        storage.save_resource(Resource("alice", "# A", {"a": 1}, T0, T0))
+        before = raw(storage, THREADS, "mine")
+        created, updated = T0 - timedelta(days=3), T0 + timedelta(hours=5, milliseconds=123)
+        threads = [Thread(f"new-{n:04d}", f"bob-{n % 3}", f"n{n}", {"n": n}, created, updated) for n in range(30)]
+        threads.insert(7, Thread("mine", "bob-0", "stolen?", None, created, updated))
+        assert storage.insert_threads(threads) == frozenset({"mine"})
+        assert storage.get_thread("mine") == kept and raw(storage, THREADS, "mine") == before
+        assert storage.get_thread("new-0007") == Thread("new-0007", "bob-1", "n7", {"n": 7}, created, updated)
+        assert storage.list_threads("bob-2", per_page=None).total == 10
+        assert storage.insert_threads(threads[:3]) == frozenset(t.id for t in threads[:3])
+        assert storage.insert_threads([]) == frozenset()
+        resources = [Resource(f"res-{n}", f"# {n}", {"n": n}, created, updated) for n in range(3)]
+        resources.append(Resource("alice", None, None, created, updated))
+        assert storage.insert_resources(resources) == frozenset({"alice"})
+        assert storage.get_resource("alice") == Resource("alice", "# A", {"a": 1}, T0, T0)
+        assert storage.get_resource("res-1") == resources[1]
+        document = raw(storage, RESOURCES, "res-1")
+        assert document is not None and document["metadata"] == '{"n":1}'  # Mastra's JSON string
+        # the documents bulk writes make are the ones single writes make, and single writes work on them
+        assert storage.update_thread("new-0001", metadata={"x": 1}).metadata == {"n": 1, "x": 1}
+
+    def test_replace_thread_only_for_its_owner(self, storage: MongoStorage) -> None:
+        storage.save_thread(Thread("t", "owner", "old", {"a": 1}, T0, T0))
+        new = Thread("t", "owner", "new", {"b": [1], "c.d": {"$e": 1}}, T0 - timedelta(days=1), T0 + timedelta(days=2))
+        assert storage.replace_thread(new) is True
+        assert storage.get_thread("t") == new
+        before = raw(storage, THREADS, "t")
+        assert storage.replace_thread(Thread("t", "thief", "x", None, T0, T0)) is False
+        assert raw(storage, THREADS, "t") == before
+        assert storage.replace_thread(Thread("missing", "owner", "x", None, T0, T0)) is False
+        assert storage.get_thread("missing") is None
+        assert storage.update_thread("t", metadata={"z": 0}).metadata == {"b": [1], "c.d": {"$e": 1}, "z": 0}
+
     # -- concurrency ------------------------------------------------------------------
 
     def _run_concurrently(self, workers: list[Callable[[], object]]) -> list[BaseException]:

@@ -183,3 +183,50 @@ def test_sort_and_cas_helpers() -> None:
     assert sort_spec("created_at", "desc") == [("createdAt", -1), ("id", -1)]
     assert cas_filter({"id": "x", "updatedAt": T0}) == {"id": "x", REV: None, "updatedAt": T0}
     assert next_rev({}) == 1 and next_rev({REV: Int64(41)}) == 42
+
+
+def test_update_documents_derive_from_the_change_rules() -> None:
+    """The fields each update writes come from workmem.changes; kept fields are never rewritten."""
+    from workmem.adapters.mongodb.documents import resource_rewrite, resource_upsert, thread_rewrite, thread_touch
+    from workmem.errors import ValidationError
+    from workmem.records import UNSET
+    from workmem.validation import MAX_TEXT_BYTES
+
+    assert resource_upsert("r", "# wm", T0) == {
+        "$set": {"updatedAt": T0, "workingMemory": "# wm"},
+        "$setOnInsert": {"metadata": None, "createdAt": T0},
+        "$inc": {REV: 1},
+    }
+    assert resource_upsert("r", UNSET, T0)["$setOnInsert"] == {"workingMemory": None, "metadata": None, "createdAt": T0}
+    stored = {"id": "r", "workingMemory": {"sub": "document"}, "metadata": '{"a":1}', "createdAt": T0, REV: 4}
+    later = T0.replace(year=2026)
+    new, fields = resource_rewrite(stored, "r", UNSET, {"b": 2}, later)
+    assert fields == {"updatedAt": later, "metadata": '{"a":1,"b":2}', REV: 5}  # workingMemory left as stored
+    assert (new.metadata, new.created_at, new.updated_at) == ({"a": 1, "b": 2}, T0, later)
+    assert resource_rewrite(None, "r", "x", UNSET, later)[1] == {
+        "workingMemory": "x",
+        "metadata": None,
+        "createdAt": later,
+        "updatedAt": later,
+        REV: 1,
+    }
+    assert thread_touch("new title", later) == {"updatedAt": later, "title": "new title"}
+    assert thread_touch(UNSET, later) == {"updatedAt": later}
+    thread_doc = {
+        "id": "t",
+        "resourceId": "r",
+        "title": "x",
+        "metadata": {"when": T0, "oid": ObjectId()},
+        "createdAt": T0,
+    }
+    new_thread, thread_fields = thread_rewrite(thread_doc, UNSET, {"k": 1}, later)
+    assert thread_fields["metadata"] == {**thread_doc["metadata"], "k": 1}  # stored BSON values keep their types
+    assert "title" not in thread_fields and thread_fields[REV] == 1
+    assert new_thread.metadata is not None and new_thread.metadata["when"] == "2025-01-02T03:04:05.678Z"
+    with pytest.raises(ValidationError):  # the rule checks the merged metadata whole
+        thread_rewrite(
+            thread_doc,
+            UNSET,
+            {"big": "x" * (MAX_TEXT_BYTES // 2 + 10), "big2": "y" * (MAX_TEXT_BYTES // 2 + 10)},
+            later,
+        )

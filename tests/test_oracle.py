@@ -7,11 +7,13 @@ server-backed tests are ``test_oracle_server.py`` and ``test_conformance_oracle.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -33,7 +35,7 @@ from workmem.adapters.oracle.dialect import (
     is_unique_violation,
     oracle_error_code,
 )
-from workmem.adapters.oracle.storage import OracleStorage, parse_oracle_url
+from workmem.adapters.oracle.storage import AsyncOracleStorage, OracleStorage, parse_oracle_url
 from workmem.adapters.sql import Statement
 from workmem.adapters.sql.rows import resource_from_row, thread_from_row
 from workmem.errors import (
@@ -41,6 +43,7 @@ from workmem.errors import (
     BackendRefusedError,
     BackendUnavailableError,
     StorageClosedError,
+    ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     ValidationError,
@@ -377,6 +380,15 @@ class FakeCursor:
         self.description: list[tuple[str]] | None = None
         self._rows: list[tuple[Any, ...]] = []
 
+    def __enter__(self) -> FakeCursor:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.pool.cursors_closed += 1
+
     def setinputsizes(self, **sizes: Any) -> None:
         self.pool.input_sizes.append(sizes)
 
@@ -395,6 +407,20 @@ class FakeCursor:
         self.rowcount, self._rows = answer
         self.description = [(name,) for name in THREAD_COLUMNS[: len(self._rows[0])]] if self._rows else None
         return self
+
+    def executemany(self, sql: str, rows: list[dict[str, Any]], **options: Any) -> None:
+        assert options == {"batcherrors": True, "arraydmlrowcounts": True}
+        self.pool.log.append(sql)
+        self.pool.params.extend(dict(row) for row in rows)
+        prefix, answer = self.pool.script.pop(0)
+        assert sql.startswith(prefix), (prefix, sql)
+        self._counts, self._batch_errors = answer
+
+    def getarraydmlrowcounts(self) -> list[int]:
+        return list(self._counts)
+
+    def getbatcherrors(self) -> list[Any]:
+        return list(self._batch_errors)
 
     def fetchone(self) -> tuple[Any, ...] | None:
         return self._rows[0] if self._rows else None
@@ -429,6 +455,7 @@ class FakePool:
         self.input_sizes: list[dict[str, Any]] = []
         self.script: list[tuple[str, Any]] = []
         self.ddl_errors: list[Any] = []
+        self.cursors_closed = 0
         self.closed = False
 
     def acquire(self) -> FakeConnection:
@@ -605,3 +632,383 @@ def test_closed_storage_refuses_work(store: OracleStorage) -> None:
     store.close()
     with pytest.raises(StorageClosedError, match="closed"):
         store.get_thread("t")
+
+
+def test_the_sync_class_names_its_async_twin() -> None:
+    assert OracleStorage.async_adapter == "workmem.adapters.oracle:AsyncOracleStorage"
+    assert workmem.adapters.oracle.AsyncOracleStorage is AsyncOracleStorage  # type: ignore[attr-defined]
+
+
+def test_runs_again_decides_per_attempt() -> None:
+    from workmem.adapters.oracle.dialect import ATTEMPTS, runs_again
+
+    race = _error(oracledb.IntegrityError, 1, "ORA-00001")
+    dead = _error(oracledb.DatabaseError, 0, "DPY-4011", dead=True)
+    assert runs_again(race, 1, read=False) and runs_again(race, ATTEMPTS - 1, read=False)
+    assert not runs_again(race, ATTEMPTS, read=False) and not runs_again(race, 1, read=True)
+    assert runs_again(dead, 1, read=True) and not runs_again(dead, 2, read=True)
+    assert not runs_again(dead, 1, read=False)  # a write may have run before the session dropped
+    assert not runs_again(_error(oracledb.DatabaseError, 942, "ORA-00942"), 1, read=True)
+
+
+# -- the async class through a scripted fake asyncio driver (exercises code paths; not conformance) -----
+#
+# The fakes answer from the same script as the sync fakes above; every call that is a coroutine in
+# python-oracledb's AsyncConnectionPool / AsyncConnection / AsyncCursor is one here, and suspends
+# (``asyncio.sleep(0)``) as a network round trip would, so a path that forgot to await fails.
+
+
+class FakeAsyncCursor(FakeCursor):
+    async def execute(self, sql: str, params: dict[str, Any] | None = None) -> FakeAsyncCursor:  # type: ignore[override]
+        await asyncio.sleep(0)
+        super().execute(sql, params)
+        return self
+
+    async def fetchall(self) -> list[tuple[Any, ...]]:  # type: ignore[override]
+        await asyncio.sleep(0)
+        return super().fetchall()
+
+
+class FakeAsyncConnection(FakeConnection):
+    def cursor(self) -> FakeAsyncCursor:
+        return FakeAsyncCursor(self.pool)
+
+    async def commit(self) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        super().commit()
+
+    async def rollback(self) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        super().rollback()
+
+
+class FakeAsyncPool(FakePool):
+    """:class:`FakePool` with python-oracledb's asyncio pool shape; one pooled session, set up on first use."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.set_up = False
+        self.released = 0
+        self.dropped = 0
+        self.hold: asyncio.Event | None = None
+        """When set, the next statement waits on it (to cancel a call in flight)."""
+
+    def acquire(self) -> Awaitable[FakeAsyncConnection]:  # type: ignore[override]
+        return self._acquire()  # like AsyncConnectionPool.acquire: a plain call returning an awaitable
+
+    async def _acquire(self) -> FakeAsyncConnection:
+        await asyncio.sleep(0)
+        connection = FakeAsyncConnection(self)
+        if not self.set_up:
+            self.set_up = True
+            await self.kwargs["session_callback"](connection, None)
+        if self.hold is not None:
+            hold, self.hold = self.hold, None
+            await hold.wait()
+        return connection
+
+    async def release(self, connection: FakeConnection) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        self.released += 1
+
+    async def drop(self, connection: FakeConnection) -> None:
+        await asyncio.sleep(0)
+        self.dropped += 1
+
+    async def close(self, force: bool = False) -> None:  # type: ignore[override]
+        await asyncio.sleep(0)
+        self.closed = True
+
+
+@pytest.fixture
+def async_pool(monkeypatch: pytest.MonkeyPatch) -> FakeAsyncPool:
+    fake = FakeAsyncPool()
+
+    def create_pool_async(**kwargs: Any) -> FakeAsyncPool:  # a plain function in python-oracledb too
+        fake.kwargs = kwargs
+        return fake
+
+    def no_blocking_sleep(seconds: float) -> None:
+        raise AssertionError("the async adapter called time.sleep")
+
+    monkeypatch.setattr(oracledb, "create_pool_async", create_pool_async)
+    monkeypatch.setattr(oracledb, "create_pool", lambda **kwargs: pytest.fail("the async adapter made a sync pool"))
+    monkeypatch.setattr(time, "sleep", no_blocking_sleep)
+    return fake
+
+
+URL = "oracle://scott:tiger@h:1521/S"
+
+
+def run_async(pool: FakeAsyncPool, work: Callable[[AsyncOracleStorage], Coroutine[Any, Any, None]]) -> None:
+    """Open an AsyncOracleStorage on the fake pool, clear the setup from the log, run ``work``, close it."""
+
+    async def main() -> None:
+        storage = await workmem.connect_async(URL, max_size=3, timeout=2.5)
+        assert isinstance(storage, AsyncOracleStorage)
+        pool.log.clear()
+        pool.params.clear()
+        async with storage:
+            await work(storage)
+        assert pool.closed
+
+    asyncio.run(main())
+
+
+def test_async_open_builds_the_pool_and_the_schema(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        assert "tiger" not in repr(storage) and repr(storage).startswith("AsyncOracleStorage(")
+        assert storage.dialect.native_json
+
+    async def main() -> None:
+        storage = await AsyncOracleStorage.open(URL, max_size=3, timeout=2.5)
+        creates = [entry for entry in async_pool.log if entry.startswith("CREATE")]
+        assert len(creates) == 4 and creates[0] == creates[1]  # the first probes whether the JSON type exists
+        assert async_pool.log[0].startswith("ALTER SESSION SET NLS_SORT")  # awaited by the pool, once
+        assert async_pool.log[-1] == "COMMIT"  # the schema setup's transaction
+        statements = [entry for entry in async_pool.log if entry not in ("COMMIT", "ROLLBACK")]
+        assert async_pool.cursors_closed == len(statements)
+        await work(storage)
+        await storage.close()
+        await storage.close()
+
+    asyncio.run(main())
+    kwargs = async_pool.kwargs
+    assert (kwargs["host"], kwargs["port"], kwargs["service_name"], kwargs["user"]) == ("h", 1521, "S", "scott")
+    assert (kwargs["min"], kwargs["max"], kwargs["wait_timeout"], kwargs["tcp_connect_timeout"]) == (0, 3, 2500, 5.0)
+    assert kwargs["getmode"] == oracledb.POOL_GETMODE_TIMEDWAIT and kwargs["retry_count"] == 0
+    assert inspect.iscoroutinefunction(kwargs["session_callback"])  # the asyncio pool awaits it
+    assert async_pool.closed and async_pool.released == 1  # the setup's session went back to the pool
+
+
+def test_async_save_thread_of_another_owner_is_refused(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        async_pool.script = [("MERGE INTO", (0, []))]
+        with pytest.raises(ThreadOwnershipError):
+            await storage.save_thread(Thread("t-1", "r-2", "x"))
+        assert async_pool.log[-1] == "ROLLBACK"
+
+    run_async(async_pool, work)
+
+
+def test_async_create_thread_of_an_existing_id_is_refused(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        async_pool.script = [("MERGE INTO", (0, []))]
+        with pytest.raises(ThreadExistsError):
+            await storage.create_thread(Thread("t-1", "r-1", "x"))
+        assert "WHEN MATCHED" not in async_pool.log[0] and async_pool.log[-1] == "ROLLBACK"
+
+    run_async(async_pool, work)
+
+
+def test_async_save_thread_runs_again_after_losing_an_insert_race(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        async_pool.script = [
+            ("MERGE INTO", _error(oracledb.IntegrityError, 1, "ORA-00001")),
+            ("MERGE INTO", (1, [])),
+            ("SELECT", (1, [THREAD_ROW])),
+        ]
+        stored = await storage.save_thread(Thread("t-1", "r-1", "A title"))
+        assert stored.created_at == T0 and stored.metadata == {"workingMemory": "{}"}
+        ends = [entry for entry in async_pool.log if not entry.startswith(("MERGE", "SELECT"))]
+        assert ends == ["ROLLBACK", "COMMIT"]
+        assert {"metadata": oracledb.DB_TYPE_CLOB} in async_pool.input_sizes
+
+    run_async(async_pool, work)
+
+
+def test_async_update_resource_creates_then_locks_then_writes(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        row = ("r", None, '{"a":1}', NAIVE, NAIVE)
+        async_pool.script = [("BEGIN MERGE", (1, [])), ("SELECT", (1, [row])), ("MERGE INTO", (1, []))]
+        updated = await storage.update_resource("r", metadata={"b": 2})
+        assert updated.metadata == {"a": 1, "b": 2} and updated.created_at == T0
+        assert async_pool.log[1].endswith(" FOR UPDATE") and async_pool.log[-1] == "COMMIT"
+
+    run_async(async_pool, work)
+
+
+def test_async_merge_refuses_non_object_text_and_rolls_back(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        row = ("t-1", "r-1", "t", '{"workingMemory":"[1,2]"}', NAIVE, NAIVE)
+        async_pool.script = [("SELECT", (1, [row]))]
+        with pytest.raises(WorkingMemoryFormatError):
+            await storage.merge_working_memory({"a": 1}, scope="thread", thread_id="t-1")
+        assert async_pool.log == [async_pool.log[0], "ROLLBACK"] and async_pool.log[0].endswith("FOR UPDATE")
+
+    run_async(async_pool, work)
+
+
+def test_async_read_runs_again_once_on_a_dead_session_and_a_write_never(async_pool: FakeAsyncPool) -> None:
+    dead = _error(oracledb.DatabaseError, 0, "DPY-4011", dead=True)
+
+    async def work(storage: AsyncOracleStorage) -> None:
+        async_pool.script = [("SELECT", dead), ("SELECT", (2, [(*THREAD_ROW, 2), (*THREAD_ROW, 2)]))]
+        page = await storage.list_threads("r-1", per_page=5)
+        assert page.total == 2 and "COMMIT" not in async_pool.log
+        async_pool.script = [("SELECT", dead)] * 2
+        with pytest.raises(BackendUnavailableError, match="DPY-4011") as info:
+            await storage.get_thread("t-1")
+        assert "tiger" not in str(info.value) and isinstance(info.value.__cause__, oracledb.DatabaseError)
+        async_pool.script = [("DELETE", dead), ("DELETE", (1, []))]
+        with pytest.raises(BackendUnavailableError):
+            await storage.delete_thread("t-1")
+        assert len(async_pool.script) == 1
+
+    run_async(async_pool, work)
+
+
+def test_async_schema_setup_retries_busy_ddl_without_blocking(async_pool: FakeAsyncPool) -> None:
+    async_pool.ddl_errors = [
+        _error(oracledb.DatabaseError, 955, "ORA-00955"),
+        _error(oracledb.DatabaseError, 54, "ORA-00054"),  # busy once: waits with asyncio.sleep (time.sleep fails)
+        (0, []),
+        _error(oracledb.DatabaseError, 1408, "ORA-01408"),
+    ]
+
+    async def main() -> None:
+        async with await AsyncOracleStorage.open(URL) as storage:
+            assert storage.dialect.native_json
+
+    asyncio.run(main())
+    assert async_pool.ddl_errors == [] and async_pool.closed
+
+
+def test_async_schema_setup_on_19c_and_without_create(async_pool: FakeAsyncPool) -> None:
+    async_pool.version = "19.3.0.0.0"
+
+    async def main() -> None:
+        async with await AsyncOracleStorage.open(URL):
+            assert any("metadata CLOB CHECK (metadata IS JSON)" in entry for entry in async_pool.log)
+        async_pool.log.clear()
+        async with await workmem.connect_async(URL, create=False):
+            assert not any(entry.startswith("CREATE") for entry in async_pool.log)
+
+    asyncio.run(main())
+
+
+def test_async_schema_setup_failure_closes_the_pool(async_pool: FakeAsyncPool) -> None:
+    async_pool.ddl_errors = [_error(oracledb.DatabaseError, 1031, "ORA-01031")]
+
+    async def main() -> None:
+        with pytest.raises(BackendRefusedError, match="ORA-01031"):
+            await AsyncOracleStorage.open(URL)
+
+    asyncio.run(main())
+    assert async_pool.closed
+
+
+def test_async_cancelled_call_drops_its_session_and_the_next_call_works(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        gate = asyncio.Event()
+        async_pool.hold = gate  # the next acquire waits: the call is cancelled with no statement sent
+        task = asyncio.create_task(storage.get_resource("r-1"))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        released = async_pool.released
+        async_pool.script = [("SELECT", (1, [("t-1", "r-1", "t", None, NAIVE, NAIVE)]))]
+        cancelled_mid_statement = asyncio.create_task(storage.get_thread("t-1"))
+        await asyncio.sleep(0)  # acquired, statement in flight (the fake execute suspends)
+        await asyncio.sleep(0)
+        cancelled_mid_statement.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled_mid_statement
+        assert async_pool.dropped == 1 and async_pool.released == released  # dropped, not given back
+        async_pool.script = [("SELECT", (1, [("t-1", "r-1", "t", None, NAIVE, NAIVE)]))]
+        thread = await storage.get_thread("t-1")
+        assert thread is not None and thread.id == "t-1"
+
+    run_async(async_pool, work)
+
+
+def test_async_closed_storage_refuses_work(async_pool: FakeAsyncPool) -> None:
+    async def work(storage: AsyncOracleStorage) -> None:
+        await storage.close()
+        with pytest.raises(StorageClosedError, match="AsyncOracleStorage is closed"):
+            await storage.get_thread("t")
+
+    run_async(async_pool, work)
+
+
+def test_async_unreachable_server_fails_fast_with_the_password_masked() -> None:
+    """The real asyncio driver (no fake): a closed port fails within connect_timeout, DPY-6005, password masked."""
+    password = "Sup3r-Secret_pw"
+    url = f"oracle://scott:{password}@127.0.0.1:{_closed_port()}/?service_name=FREEPDB1"
+
+    async def main() -> None:
+        await workmem.connect_async(url, connect_timeout=2)
+
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailableError) as info:
+        asyncio.run(main())
+    assert time.monotonic() - started < 5
+    assert isinstance(info.value.__cause__, oracledb.Error)
+    assert password not in str(info.value) and "DPY-6005" in str(info.value)
+
+
+def test_the_async_driver_calls_used_exist_in_the_installed_oracledb() -> None:
+    """Every python-oracledb asyncio call AsyncOracleStorage makes, as the installed package defines it."""
+    coroutine = inspect.iscoroutinefunction
+    assert callable(oracledb.create_pool_async) and not coroutine(oracledb.create_pool_async)  # returns the pool
+    pool, connection, cursor = oracledb.AsyncConnectionPool, oracledb.AsyncConnection, oracledb.AsyncCursor
+    assert not coroutine(pool.acquire)  # returns an awaitable AsyncConnection
+    assert all(coroutine(getattr(pool, name)) for name in ("release", "drop", "close"))
+    assert all(coroutine(getattr(connection, name)) for name in ("commit", "rollback"))
+    assert not coroutine(connection.cursor) and isinstance(connection.version, property)
+    assert all(coroutine(getattr(cursor, name)) for name in ("execute", "fetchall"))
+    assert not any(coroutine(getattr(cursor, name)) for name in ("setinputsizes", "var", "close", "__enter__"))
+    assert all(isinstance(getattr(cursor, name), property) for name in ("description", "rowcount", "outputtypehandler"))
+    assert "force" in inspect.signature(pool.close).parameters
+    assert {"session_callback", "wait_timeout", "tcp_connect_timeout", "retry_count", "getmode"} <= set(
+        inspect.signature(oracledb.create_pool_async).parameters
+    )
+
+
+# -- issue 17: array DML bulk inserts, keyset pages, replace_thread (on the fakes: no server here) ----------
+
+
+class _BatchError:
+    def __init__(self, offset: int, code: int, full_code: str) -> None:
+        self.offset, self.code, self.full_code, self.message = offset, code, full_code, full_code
+
+    def __str__(self) -> str:  # as python-oracledb's _Error prints
+        return self.message
+
+
+def test_bulk_insert_is_one_array_dml_merge_whose_zero_counts_are_the_present_ids(
+    store: OracleStorage, pool: FakePool
+) -> None:
+    threads = [Thread(f"t-{i}", "r-1", "", {"k": i}, T0, T0) for i in range(4)]
+    # t-1 exists (row count 0); t-3 lost an insert race to a concurrent writer (ORA-00001): present too
+    pool.script = [("MERGE INTO", ([1, 0, 1, 0], [_BatchError(3, 1, "ORA-00001")]))]
+    assert store.insert_threads(threads) == {"t-1", "t-3"}
+    merge = pool.log[0]
+    assert "WHEN NOT MATCHED THEN INSERT" in merge and "WHEN MATCHED" not in merge  # never moves a thread
+    assert [p["id"] for p in pool.params] == ["t-0", "t-1", "t-2", "t-3"] and pool.params[0]["title"] != ""
+    assert pool.log[-1] == "COMMIT" and {"metadata": oracledb.DB_TYPE_CLOB} in pool.input_sizes
+
+
+def test_bulk_insert_raises_other_row_errors_and_commits_nothing(store: OracleStorage, pool: FakePool) -> None:
+    pool.script = [("MERGE INTO", ([1, 0], [_BatchError(1, 2290, "ORA-02290")]))]
+    with pytest.raises(BackendRefusedError, match="ORA-02290"):
+        store.insert_resources([Resource("r-1"), Resource("r-2")])
+    assert "COMMIT" not in pool.log and pool.log[-1] == "ROLLBACK"
+
+
+def test_keyset_pages_fetch_first_after_the_last_id(store: OracleStorage, pool: FakePool) -> None:
+    pool.script = [("SELECT", (2, [THREAD_ROW, ("t-2", *THREAD_ROW[1:])]))]
+    page = store.thread_page("t-0", limit=2)
+    assert [t.id for t in page.records] == ["t-1", "t-2"] and page.next_after == "t-2"
+    sql = pool.log[0]
+    assert sql.endswith("WHERE id > :after ORDER BY id FETCH FIRST :limit ROWS ONLY") and "OFFSET" not in sql
+    assert pool.params[0] == {"after": "t-0", "limit": 2}
+
+
+def test_replace_thread_is_one_update_checking_id_and_owner(store: OracleStorage, pool: FakePool) -> None:
+    pool.script = [("UPDATE", (0, [])), ("UPDATE", (1, []))]
+    assert store.replace_thread(Thread("t-1", "r-2", "")) is False
+    assert store.replace_thread(Thread("t-1", "r-1", "", None, T0, T0)) is True
+    assert pool.log[0].endswith('WHERE id = :id AND "resourceId" = :resource_id')
+    assert pool.params[1]["title"] == EMPTY_STRING_SENTINEL and pool.params[1]["created_at"].startswith("20")

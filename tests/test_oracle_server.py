@@ -1,11 +1,13 @@
 """The Oracle adapter against a real server (``WORKMEM_ORACLE_URL`` or testcontainers' gvenzl/oracle-free).
 
 Every test gets fresh tables under a random ``table_prefix`` and drops them afterwards. Without a
-server these tests are skipped, loudly, by :func:`tests.servers.server_url`.
+server these tests are skipped, loudly, by :func:`tests.servers.server_url`. The ``test_async_``
+tests drive :class:`AsyncOracleStorage` (python-oracledb's asyncio pool) on the same server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -24,8 +26,8 @@ from test_sql_contract import SqlContract
 
 import workmem
 from workmem.adapters.oracle.dialect import oracle_error_code
-from workmem.adapters.oracle.storage import OracleStorage, parse_oracle_url
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
+from workmem.adapters.oracle.storage import AsyncOracleStorage, OracleStorage, parse_oracle_url
+from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import Resource, Scope, Thread
 
@@ -280,6 +282,102 @@ def test_reads_rows_written_the_way_mastra_writes_them(store: OracleStorage) -> 
         connection.commit()
     thread = store.get_thread("m1")
     assert thread == Thread("m1", "r", "", {"workingMemory": "x"}, T0, T0)
+
+
+# -- the async API: AsyncOracleStorage on python-oracledb's asyncio pool -----------------------------
+
+
+async def _open_async(url: str, **options: Any) -> AsyncOracleStorage:
+    storage = await workmem.connect_async(url, **options)
+    assert isinstance(storage, AsyncOracleStorage)
+    return storage
+
+
+def test_async_round_trip_and_the_owner_rule(oracle_url: str) -> None:
+    async def main() -> None:
+        async with await _open_async(oracle_url) as store:
+            big = "é" * 300_000  # past a VARCHAR2 bind: bound as a CLOB, read back as text
+            resource = Resource("r-1", big, {"n": 1, "f": 2.5, "u": "ünï"}, T0, T0)
+            assert await store.save_resource(resource) == resource
+            assert await store.get_resource("r-1") == resource
+            thread = Thread("t-1", "r-1", "", {"workingMemory": "# hi"}, T0, T0)
+            assert await store.create_thread(thread) == thread
+            with pytest.raises(ThreadExistsError):
+                await store.create_thread(Thread("t-1", "r-2", "x"))
+            with pytest.raises(ThreadOwnershipError):
+                await store.save_thread(Thread("t-1", "r-2", "stolen"))
+            assert await store.get_thread("t-1") == thread
+            with pytest.raises(ThreadNotFoundError):
+                await store.update_thread("nope", title="x")
+            assert await store.merge_working_memory({"a": 1}, scope="resource", resource_id="r-9") == {"a": 1}
+            assert await store.delete_thread("t-1") is True
+            assert await store.delete_thread("t-1") is False
+        with workmem.connect(oracle_url) as sync_store:  # the same tables through the sync API
+            assert sync_store.get_resource("r-1") == resource
+            assert sync_store.get_working_memory(scope="resource", resource_id="r-9") == '{"a":1}'
+
+    asyncio.run(main())
+
+
+def test_async_racing_creates_with_different_owners_have_one_winner(oracle_url: str) -> None:
+    async def main() -> None:
+        stores = [await _open_async(oracle_url, max_size=4) for _ in range(2)]
+        try:
+            for round_ in range(5):
+                tid = f"race-{round_}"
+                results = await asyncio.gather(
+                    *(stores[i % 2].save_thread(Thread(tid, f"owner-{i}", "t")) for i in range(8)),
+                    return_exceptions=True,
+                )
+                assert all(isinstance(r, Thread | ThreadOwnershipError) for r in results), results
+                owner = await stores[0].get_thread(tid)
+                assert owner is not None
+                assert {r.resource_id for r in results if isinstance(r, Thread)} == {owner.resource_id}
+        finally:
+            for store in stores:
+                await store.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+def test_async_concurrent_merges_keep_every_field(oracle_url: str, scope: Scope) -> None:
+    async def main() -> None:
+        async with await _open_async(oracle_url, max_size=4) as store:
+            if scope == "thread":
+                await store.save_thread(Thread("t", "r", "t"))
+            kwargs: dict[str, Any] = {"resource_id": "r"} if scope == "resource" else {"thread_id": "t"}
+            results = await asyncio.gather(
+                *(store.merge_working_memory({f"f{i}": {"v": i}}, scope=scope, **kwargs) for i in range(20)),
+                return_exceptions=True,
+            )
+            assert not [r for r in results if isinstance(r, BaseException)], results
+            text = await store.get_working_memory(scope=scope, **kwargs)
+            assert text is not None and json.loads(text) == {f"f{i}": {"v": i} for i in range(20)}
+
+    asyncio.run(main())
+
+
+def test_async_cancelled_calls_write_whole_or_not_and_the_storage_keeps_working(oracle_url: str) -> None:
+    async def main() -> None:
+        async with await _open_async(oracle_url, max_size=2) as store:
+            await store.set_working_memory("{}", scope="resource", resource_id="r")
+            for i in range(10):
+                task = asyncio.create_task(store.merge_working_memory({f"f{i}": i}, scope="resource", resource_id="r"))
+                await asyncio.sleep(0.002 * i)
+                task.cancel()
+                with suppress(asyncio.CancelledError):
+                    await task
+            text = await store.get_working_memory(scope="resource", resource_id="r")
+            assert text is not None
+            merged = json.loads(text)
+            assert set(merged) <= {f"f{i}" for i in range(10)} and all(merged[k] == int(k[1:]) for k in merged)
+            assert await store.merge_working_memory({"after": 1}, scope="resource", resource_id="r") == {
+                **merged,
+                "after": 1,
+            }
+
+    asyncio.run(main())
 
 
 class TestOracleContract(SqlContract):

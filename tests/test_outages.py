@@ -27,6 +27,7 @@ from upstash_fixtures import Bridge, delete_prefix
 
 import workmem
 from workmem.errors import BackendRefusedError, BackendUnavailableError, ValidationError
+from workmem.flows import run_sync
 from workmem.records import Thread
 from workmem.testing.upstash_bridge import BridgeServer, spawn_bridge
 from workmem.testing.upstash_bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command
@@ -261,18 +262,23 @@ PASSWORD = f"S3cr3t-{secrets.token_hex(6)}"  # the test server trusts 127.0.0.1,
 
 
 @contextlib.contextmanager
-def postgres_behind_proxy(
-    query: dict[str, str] | None = None, **options: object
-) -> Iterator[tuple[workmem.MemoryStorage, TcpProxy]]:
-    """A storage whose connections all go through a proxy to the real PostgreSQL (a fresh schema)."""
+def postgres_url_behind_proxy(query: dict[str, str] | None = None) -> Iterator[tuple[str, TcpProxy]]:
+    """A URL (with :data:`PASSWORD`, a fresh schema) whose connections all go through a proxy to the real PostgreSQL."""
     from test_postgres import fresh_schema_url
 
     with fresh_schema_url(**(query or {})) as direct, TcpProxy(_target("postgres", 5432)) as proxy:
         parts = urlsplit(direct)
         user = parts.username or "postgres"
-        url = f"postgresql://{user}:{PASSWORD}@127.0.0.1:{proxy.port}{parts.path}?{parts.query}"
-        with workmem.connect(url, **options) as storage:
-            yield storage, proxy
+        yield f"postgresql://{user}:{PASSWORD}@127.0.0.1:{proxy.port}{parts.path}?{parts.query}", proxy
+
+
+@contextlib.contextmanager
+def postgres_behind_proxy(
+    query: dict[str, str] | None = None, **options: object
+) -> Iterator[tuple[workmem.MemoryStorage, TcpProxy]]:
+    """A storage whose connections all go through a proxy to the real PostgreSQL (a fresh schema)."""
+    with postgres_url_behind_proxy(query) as (url, proxy), workmem.connect(url, **options) as storage:
+        yield storage, proxy
 
 
 def _fails_fast(call: object, within: float) -> BackendUnavailableError:
@@ -364,25 +370,15 @@ def test_postgres_pool_exhausted_is_busy_and_closed_storage_is_closed() -> None:
     from workmem.errors import BackendBusyError, StorageClosedError
 
     with postgres_behind_proxy(max_size=1, timeout=0.3) as (storage, _):
-        release = threading.Event()
-        holding = threading.Event()
-
-        def hold() -> None:  # keeps the only connection inside a transaction until released
-            with storage._transaction():  # type: ignore[attr-defined]
-                holding.set()
-                release.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert holding.wait(10)
+        held = run_sync(storage._begin())  # type: ignore[attr-defined]  # the only connection, in a transaction
         try:
             started = time.monotonic()
             with pytest.raises(BackendBusyError, match="max_size"):
                 storage.get_thread("t")
             assert 0.25 < time.monotonic() - started < 2.3
         finally:
-            release.set()
-            holder.join(10)
+            run_sync(storage._rollback(held))  # type: ignore[attr-defined]
+            run_sync(storage._give(held))  # type: ignore[attr-defined]
         assert storage.get_thread("t") is None  # the connection came back
     with pytest.raises(StorageClosedError):
         storage.get_thread("t")
@@ -402,8 +398,12 @@ def test_postgres_connection_lost_unnoticed_reads_retried_writes_not(monkeypatch
         assert storage.get_thread("t").title == "before"  # type: ignore[union-attr]
         proxy.kill_all()
         time.sleep(0.05)
-        with storage._transaction() as tx:  # type: ignore[attr-defined]  # what row-locked merges run in
-            assert tx is not None
+
+        async def transaction() -> None:  # what row-locked merges run in
+            async with storage._transaction() as tx:  # type: ignore[attr-defined]
+                assert tx is not None
+
+        run_sync(transaction())
         proxy.kill_all()
         time.sleep(0.05)
         with pytest.raises(BackendUnavailableError):

@@ -407,3 +407,30 @@ def test_every_operation_on_a_text_metadata_column(text_metadata_url: str) -> No
         new = storage.get_resource("new")
         assert new is not None and (new.working_memory, new.metadata) == ('{"z":0}', {"m": "n"})
         assert storage.delete_thread("ts") and storage.list_threads("u").total == 1
+
+
+def test_bulk_inserts_keep_the_thread_counts_exact_with_some_ids_present(
+    url: str, sql: psycopg.Connection[Any]
+) -> None:
+    with workmem.connect(url) as storage:
+        storage.insert_threads(Thread(f"t{i:04}", f"r{i % 5}") for i in range(0, 900, 3))
+        sql.execute(_MASTRA_SAVE, ("t0001", "mastra"))
+        present = storage.insert_threads(Thread(f"t{i:04}", f"other{i % 4}") for i in range(900))
+        assert present == {f"t{i:04}" for i in range(0, 900, 3)} | {"t0001"}
+        kept, real = _counts(sql)
+        assert kept == real and sum(real.values()) == 900 and real["mastra"] == 1
+        assert sum(real[f"r{k}"] for k in range(5)) == 300
+        assert storage.list_threads("other2").total == real["other2"]
+
+
+def test_keyset_pages_go_by_byte_order_on_an_index_whatever_the_collation(
+    url: str, sql: psycopg.Connection[Any]
+) -> None:
+    with workmem.connect(url) as storage:
+        storage.insert_threads(Thread(i, "r") for i in ("b", "a", "B", "\u00e9", "e\u0301", "_", "Z"))
+        assert [t.id for t in storage.iter_threads(page_size=2)] == ["B", "Z", "_", "a", "b", "e\u0301", "\u00e9"]
+        statement = storage.dialect.thread_page("a", 2)  # type: ignore[attr-defined]
+        text, params = storage.dialect.render(statement)  # type: ignore[attr-defined]
+    sql.execute("SET enable_seqscan = off")
+    plan = "\n".join(row[0] for row in sql.execute("EXPLAIN " + text, params).fetchall())
+    assert "workmem_threads_id_c_idx" in plan and "Sort" not in plan, plan

@@ -5,13 +5,15 @@ The package is named after the backend as users meet it (the ``libsql`` URL sche
 the SQL it speaks is SQLite's.
 
 * :mod:`.storage` — :class:`LibSQLStorage`: the URL, the driver (the ``libsql`` wheel), statements run;
-* :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`).
+* :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`);
+* :mod:`.aio` — :class:`AsyncLibSQLStorage`: the async API on worker threads (the wheel is sync only).
 
 Warnings go to the ``workmem.adapters.libsql`` logger.
 """
 
 from __future__ import annotations
 
+from .aio import AsyncLibSQLStorage
 from .storage import LibSQLStorage, parse_libsql_url
 
-__all__ = ["LibSQLStorage", "parse_libsql_url"]
+__all__ = ["AsyncLibSQLStorage", "LibSQLStorage", "parse_libsql_url"]

@@ -35,6 +35,7 @@ most every 10 s from writes and ``query()``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
@@ -44,12 +45,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
+from workmem.adapters.sql.storage import Run, Session, blocking_transaction
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -68,7 +70,7 @@ from workmem.kit import (
     scheme_of,
     split_userinfo,
 )
-from workmem.storage import Capabilities, check_create, missing_tables
+from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
 
@@ -402,19 +404,11 @@ def _release(conn: Any) -> None:
     del conn
 
 
-class _Session:
-    def __init__(self, storage: LibSQLStorage, conn: Any) -> None:
-        self._storage = storage
-        self._conn = conn
-
-    def execute(self, statement: Statement) -> Result:
-        return self._storage._run(self._conn, statement)
-
-
-class LibSQLStorage(SqlStorage):
+class LibSQLStorage(SqlStorage, MemoryStorage):
     """Working memory in a libSQL/SQLite database file (or a remote libSQL server)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    async_adapter: ClassVar[str | None] = "workmem.adapters.libsql.aio:AsyncLibSQLStorage"
 
     def __init__(
         self,
@@ -458,7 +452,8 @@ class LibSQLStorage(SqlStorage):
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
         self._reader_lock = threading.Lock()
-        self._pool = _Pool(self._open, 1 if self._memory else pool_size, max(self._busy_timeout, 1.0), self._released)
+        self._pool_size = 1 if self._memory else pool_size
+        self._pool = _Pool(self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released)
         try:
             self._setup()
         except BaseException:
@@ -480,6 +475,14 @@ class LibSQLStorage(SqlStorage):
 
     def __repr__(self) -> str:
         return f"LibSQLStorage({self._url!r})"
+
+    @property
+    def pool_size(self) -> int:
+        """How many driver connections the pool opens at most (1 for ``:memory:``).
+
+        :func:`workmem.connect_async` runs this many worker threads: a thread more would only wait for a connection.
+        """
+        return self._pool_size
 
     # -- connections -------------------------------------------------------------------
 
@@ -637,11 +640,11 @@ class LibSQLStorage(SqlStorage):
         sql, params = self.dialect.render(statement)
         return self._fetch(conn, sql, params)
 
-    def _execute(self, statement: Statement, *, read: bool = False) -> Result:
+    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
         sql, params = self.dialect.render(statement)
         return self._attempt(sql, params)
 
-    def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
         # The hot path of get_thread / get_resource: the read built once, one pooled connection, one
         # driver call. Anything unusual (busy, an error) goes the careful way of every statement.
         params = (key,)  # SQLiteDialect binds positionally
@@ -688,13 +691,17 @@ class LibSQLStorage(SqlStorage):
         finally:
             self._pool.give(conn, healthy)
 
+    def _transaction(self) -> AbstractAsyncContextManager[Session]:
+        return blocking_transaction(self._locked())
+
     @contextmanager
-    def _transaction(self) -> Iterator[_Session]:
+    def _locked(self) -> Iterator[Run]:
+        """A write transaction (``BEGIN IMMEDIATE``: the database locked) on a pooled connection."""
         self._look_for_foreign_sqlite()
         with self._connection() as conn:
             self._retry_busy(conn.execute, self.dialect.begin_write)
             try:
-                yield _Session(self, conn)
+                yield functools.partial(self._run, conn)
                 conn.execute("COMMIT")
             except BaseException:
                 with suppress(Exception):
@@ -714,11 +721,11 @@ class LibSQLStorage(SqlStorage):
         if not (self._remote or self._memory):
             with self._connection() as conn:
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchall())
-        with self._transaction() as tx:
+        with self._locked() as run:
             for sql in self.dialect.ddl():
-                tx.execute(Statement(sql, {}))
+                run(Statement(sql, {}))
 
-    def close(self) -> None:
+    async def _close(self) -> None:
         self._pool.close()
         with self._reader_lock:
             reader, self._reader = self._reader, None

@@ -1,12 +1,14 @@
 """MongoDB (``mongodb://``, ``mongodb+srv://``), with the TypeScript ``@mastra/mongodb`` adapter's collections.
 
-* :mod:`.storage` — :class:`MongoStorage`: the contract's flows over pymongo;
+* :mod:`.storage` — the hooks once (:class:`~.storage.MongoHooks`); :class:`MongoStorage` (sync, on
+  ``pymongo.MongoClient``) and :class:`AsyncMongoStorage` (async, on ``pymongo.AsyncMongoClient``);
+* :mod:`.port` — the few collection operations the hooks use, on either client;
 * :mod:`.client` — the URL, the client, the secrets kept out of errors, driver errors mapped;
-* :mod:`.documents` — records to and from Mastra's documents, without I/O.
+* :mod:`.documents` — records to and from Mastra's documents, and what each update writes, without I/O.
 """
 
 from __future__ import annotations
 
-from .storage import MongoStorage
+from .storage import AsyncMongoStorage, MongoStorage
 
-__all__ = ["MongoStorage"]
+__all__ = ["AsyncMongoStorage", "MongoStorage"]

@@ -1,6 +1,8 @@
 """Opening a pymongo client for ``mongodb://`` / ``mongodb+srv://`` URLs, and translating its errors.
 
-No I/O except :func:`open_client` (which may resolve a ``+srv`` DNS record).
+Shared by the sync (``MongoClient``) and async (``AsyncMongoClient``) adapters:
+the same URL handling, options, secret masking and error mapping. No I/O
+except :func:`open_client` (which may resolve a ``+srv`` DNS record).
 Every message that leaves this module has the URL's password masked.
 """
 
@@ -32,7 +34,7 @@ from workmem.kit import (
 )
 
 if TYPE_CHECKING:
-    from pymongo import MongoClient
+    from pymongo import AsyncMongoClient, MongoClient
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_MS",
@@ -43,6 +45,7 @@ __all__ = [
     "driver_url",
     "error_kind",
     "is_duplicate_key",
+    "open_async_client",
     "open_client",
 ]
 
@@ -102,17 +105,28 @@ def driver_url(url: str) -> str:
 
 
 def open_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> MongoClient[dict[str, Any]]:
-    """A new ``MongoClient`` for ``url`` (connects lazily; a ``+srv`` URL resolves its DNS records now)."""
+    """A new ``pymongo.MongoClient`` for ``url`` (connects lazily; a ``+srv`` URL resolves its DNS records now)."""
+    client: MongoClient[dict[str, Any]] = _new_client("MongoClient", url, options, secrets)
+    return client
+
+
+def open_async_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> AsyncMongoClient[dict[str, Any]]:
+    """A new ``pymongo.AsyncMongoClient`` for ``url`` (no I/O: it connects, and resolves ``+srv``, when awaited)."""
+    client: AsyncMongoClient[dict[str, Any]] = _new_client("AsyncMongoClient", url, options, secrets)
+    return client
+
+
+def _new_client(kind: str, url: str, options: Mapping[str, Any], secrets: Secrets) -> Any:
+    """``pymongo.<kind>(url, **client_options(...))``, its URL errors as :class:`ValidationError`, masked."""
     url = driver_url(url)
     pymongo = import_driver("pymongo", "mongodb")
     errors = import_driver("pymongo.errors", "mongodb")
     with driver_errors(errors, secrets, "connect"):
         try:
-            client: MongoClient[dict[str, Any]] = pymongo.MongoClient(url, **client_options(url, options))
+            return getattr(pymongo, kind)(url, **client_options(url, options))
         except (ValueError, TypeError) as exc:  # pymongo's URL parser: a port that is not a number, ...
             cause = exc if mask_exception(exc, *secrets.passwords) else None
             raise ValidationError(secrets.mask(f"invalid MongoDB URL {secrets.masked_url}: {exc}")) from cause
-    return client
 
 
 _UNAVAILABLE_CODES: Final = frozenset({6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436})

@@ -1,7 +1,11 @@
 """MongoDB documents as the TypeScript Mastra adapter keeps them, mapped to and from workmem records.
 
 No I/O here: collection names, index specs, document builders, CAS filters and
-row mapping, shared by the sync adapter and any async twin.
+row mapping, shared by :class:`~workmem.adapters.mongodb.storage.MongoStorage` and
+:class:`~workmem.adapters.mongodb.storage.AsyncMongoStorage`. What an update
+writes is derived from the contract's rules in :mod:`workmem.changes`
+(:func:`resource_upsert`, :func:`resource_rewrite`, :func:`thread_touch`,
+:func:`thread_rewrite`, :func:`thread_replacement`), never restated here.
 
 Document shapes (``@mastra/mongodb``):
 
@@ -23,8 +27,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from workmem.changes import replaced_thread, shallow, updated_resource, updated_thread
 from workmem.errors import UnreadableRecordError
-from workmem.records import Direction, OrderBy, Resource, Thread, trusted_resource, trusted_thread
+from workmem.records import UNSET, Direction, OrderBy, Resource, Thread, Unset, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize, to_iso
 from workmem.validation import MAX_SAFE_INT, dump_json
 
@@ -35,18 +40,26 @@ __all__ = [
     "REV",
     "THREADS",
     "THREAD_INDEXES",
+    "Document",
     "IndexSpec",
     "cas_filter",
-    "is_native_metadata",
     "next_rev",
     "raw_metadata",
     "resource_document",
     "resource_from_document",
+    "resource_insert",
     "resource_metadata_value",
+    "resource_rewrite",
+    "resource_upsert",
     "resource_working_memory",
     "sort_spec",
     "thread_from_document",
+    "thread_insert",
     "thread_insert_fields",
+    "thread_replacement",
+    "thread_restoration",
+    "thread_rewrite",
+    "thread_touch",
     "to_plain",
 ]
 
@@ -57,6 +70,8 @@ RESOURCES: Final = "mastra_resources"
 REV: Final = "workmemRev"
 """Revision counter bumped by every workmem write; the token of the compare-and-swap loops."""
 
+Document = dict[str, Any]
+"""A MongoDB document (or filter, or update) as pymongo takes and returns it."""
 IndexSpec = tuple[list[tuple[str, int]], dict[str, Any]]
 """``(keys, options)`` for ``Collection.create_index``."""
 
@@ -123,11 +138,6 @@ def raw_metadata(value: Any) -> dict[str, Any] | None:
         except ValueError:
             return None
     return _as_mapping(value)
-
-
-def is_native_metadata(value: Any) -> bool:
-    """Whether stored ``metadata`` is a sub-document (so a path update ``metadata.<key>`` can address it)."""
-    return _as_mapping(value) is not None
 
 
 def _timestamp(value: Any, fallback: datetime | None = None) -> datetime:
@@ -216,6 +226,29 @@ def thread_insert_fields(thread: Thread) -> dict[str, Any]:
     }
 
 
+def thread_insert(thread: Thread) -> Document:
+    """The whole new document of ``thread`` (revision 1), as ``insert_one`` / ``insert_many`` take it."""
+    return {"id": thread.id, "resourceId": thread.resource_id, **thread_insert_fields(thread)}
+
+
+def resource_insert(resource: Resource) -> Document:
+    """The whole new document of ``resource`` (revision 1)."""
+    return {"id": resource.id, **resource_document(resource), REV: 1}
+
+
+def thread_restoration(thread: Thread) -> Document:
+    """What ``replace_thread(thread)`` sets on the same owner's stored thread: title, metadata, both timestamps.
+
+    Metadata is written whole (no key becomes a path); fields workmem does not know are kept.
+    """
+    return {
+        "title": thread.title,
+        "metadata": thread.metadata,
+        "createdAt": thread.created_at,
+        "updatedAt": thread.updated_at,
+    }
+
+
 def resource_document(resource: Resource) -> dict[str, Any]:
     """Every stored field of ``resource`` except ``id``; ``metadata`` as JSON text, like Mastra."""
     return {
@@ -243,3 +276,111 @@ def next_rev(document: Mapping[str, Any]) -> int:
     """The revision a compare-and-swap write of ``document`` stores."""
     rev = document.get(REV)
     return (int(rev) if isinstance(rev, int) and not isinstance(rev, bool) else 0) + 1
+
+
+# -- the contract's changes as documents ------------------------------------------------
+#
+# Each builder applies the rule of workmem.changes to a record and picks, from the
+# document of the new record, the fields the change touches: a field an update keeps
+# is never rewritten, so it stays as stored (whatever its BSON type or form).
+
+
+def _metadata_given(metadata: dict[str, Any] | Unset | None) -> bool:
+    return not isinstance(metadata, Unset) and metadata is not None
+
+
+def _resource_fields(working_memory: str | Unset | None, metadata: dict[str, Any] | Unset | None) -> list[str]:
+    """The stored fields ``update_resource(working_memory, metadata)`` changes."""
+    fields = ["updatedAt"]
+    if not isinstance(working_memory, Unset):
+        fields.append("workingMemory")
+    if _metadata_given(metadata):
+        fields.append("metadata")
+    return fields
+
+
+def resource_upsert(resource_id: str, working_memory: str | Unset | None, now: datetime) -> Document:
+    """``update_resource`` without metadata, as one upsert that needs no read.
+
+    :func:`~workmem.changes.updated_resource` of no stored resource is the
+    document a missing id gets; its ``updatedAt`` and a given ``workingMemory``
+    are also what the rule sets on a stored one (which keeps its metadata).
+    """
+    fresh = resource_document(updated_resource(None, resource_id, working_memory, UNSET, now))
+    changed = _resource_fields(working_memory, UNSET)
+    return {
+        "$set": {key: fresh[key] for key in changed},
+        "$setOnInsert": {key: value for key, value in fresh.items() if key not in changed},
+        "$inc": {REV: 1},
+    }
+
+
+def resource_rewrite(
+    old: Mapping[str, Any] | None,
+    resource_id: str,
+    working_memory: str | Unset | None,
+    metadata: dict[str, Any] | Unset | None,
+    now: datetime,
+) -> tuple[Resource, Document]:
+    """:func:`~workmem.changes.updated_resource` on the stored document ``old`` (``None``: none is stored).
+
+    Returns the new resource and the fields to write: without ``old`` the whole
+    document (revision 1) to insert; else the fields the update changes and the
+    next revision, to ``$set`` where :func:`cas_filter` of ``old`` still matches.
+    """
+    new = updated_resource(
+        None if old is None else resource_from_document(old), resource_id, working_memory, metadata, now
+    )
+    document = resource_document(new)
+    if old is None:
+        return new, {**document, REV: 1}
+    return new, {**{key: document[key] for key in _resource_fields(working_memory, metadata)}, REV: next_rev(old)}
+
+
+def _thread_set(new: Thread, title: str | Unset) -> Document:
+    fields: Document = {"updatedAt": new.updated_at}
+    if not isinstance(title, Unset):
+        fields["title"] = new.title
+    return fields
+
+
+_STAND_IN: Final = trusted_thread("-", "-", "", None, _EPOCH, _EPOCH)
+"""Any thread: what :func:`thread_touch` sets does not depend on the stored one."""
+
+
+def thread_touch(title: str | Unset, now: datetime) -> Document:
+    """``update_thread`` without metadata, as one blind ``$set``: a given title and ``updatedAt``.
+
+    Those fields of :func:`~workmem.changes.updated_thread` do not depend on the
+    stored thread (its metadata is kept), so no read and no retry is needed.
+    """
+    return _thread_set(updated_thread(_STAND_IN, title, UNSET, now), title)
+
+
+def thread_rewrite(
+    old: Mapping[str, Any], title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+) -> tuple[Thread, Document]:
+    """:func:`~workmem.changes.updated_thread` on the stored document ``old``: the new thread, the fields to write.
+
+    The fields go to ``$set`` where :func:`cas_filter` of ``old`` still matches.
+    Merged metadata is written whole (so no key becomes a path), merged with
+    :func:`~workmem.changes.shallow` over the stored values as decoded, so a
+    value another program stored keeps its BSON type (a date stays a date).
+    Raises what the rule raises (merged metadata too large) before anything is written.
+    """
+    new = updated_thread(thread_from_document(old), title, metadata, now)
+    fields = {**_thread_set(new, title), REV: next_rev(old)}
+    if _metadata_given(metadata):
+        fields["metadata"] = shallow(raw_metadata(old.get("metadata")), metadata)
+    return new, fields
+
+
+def thread_replacement(thread: Thread, now: datetime) -> Document:
+    """What ``save_thread(thread)`` sets on the same owner's stored thread, which keeps its ``createdAt``.
+
+    :func:`~workmem.changes.replaced_thread` takes title and metadata from the
+    call and moves ``updated_at`` to now; nothing it sets depends on the stored
+    thread, whose owner the update's filter has already matched.
+    """
+    new = replaced_thread(thread, thread, now)
+    return {"title": new.title, "metadata": new.metadata, "updatedAt": new.updated_at}

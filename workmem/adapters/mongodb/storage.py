@@ -2,6 +2,7 @@
 
 The database is the URL's path (``mastra`` when it names none; the
 ``database=`` option overrides both). Other options go to ``pymongo.MongoClient``
+(or ``pymongo.AsyncMongoClient``)
 (``serverSelectionTimeoutMS=...``, ``tls=True``, ...); URL query options work
 too. Unless set, server selection and connect time out after 5 s, so an
 unreachable server raises :class:`~workmem.errors.BackendUnavailableError`
@@ -25,6 +26,12 @@ transaction, so a standalone server works:
   fixed path (``metadata.workingMemory``), never by user-chosen key paths, so
   metadata keys containing ``.`` or starting with ``$`` are stored as given.
 
+The hooks are written once (:class:`MongoHooks`) as coroutines over a small
+port of collection operations (:mod:`workmem.adapters.mongodb.port`):
+:class:`MongoStorage` runs them on ``pymongo.MongoClient`` (the sync API) and
+:class:`AsyncMongoStorage` on ``pymongo.AsyncMongoClient`` (the async API,
+``workmem.connect_async``; pymongo's own asyncio client, not Motor).
+
 Requires MongoDB 5.0 or newer (nested ``$``-prefixed and dotted field names in
 stored documents) and pymongo 4.9+.
 """
@@ -32,13 +39,19 @@ stored documents) and pymongo 4.9+.
 from __future__ import annotations
 
 import random
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
-from workmem.adapters.mongodb.client import Secrets, driver_errors, is_duplicate_key, open_client
+from workmem.adapters.mongodb.client import (
+    Secrets,
+    driver_errors,
+    is_duplicate_key,
+    open_async_client,
+    open_client,
+)
 from workmem.adapters.mongodb.documents import (
     DEFAULT_DATABASE,
     RESOURCE_INDEXES,
@@ -46,20 +59,36 @@ from workmem.adapters.mongodb.documents import (
     REV,
     THREAD_INDEXES,
     THREADS,
+    Document,
     IndexSpec,
     cas_filter,
-    is_native_metadata,
-    next_rev,
     raw_metadata,
     resource_document,
     resource_from_document,
-    resource_metadata_value,
+    resource_insert,
+    resource_rewrite,
+    resource_upsert,
     resource_working_memory,
     sort_spec,
     thread_from_document,
+    thread_insert,
     thread_insert_fields,
+    thread_replacement,
+    thread_restoration,
+    thread_rewrite,
+    thread_touch,
 )
+from workmem.adapters.mongodb.port import AwaitedDatabase, BlockingDatabase, CollectionPort, DatabasePort
+from workmem.aio import AsyncMemoryStorage
 from workmem.changes import merge_document
+from workmem.checks import (
+    ListQuery,
+    ScopeTarget,
+    check_create,
+    check_owner,
+    missing_tables,
+    thread_working_memory_to_merge,
+)
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -69,109 +98,89 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
+from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
 from workmem.kit import import_driver
-from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.storage import (
-    Capabilities,
-    MemoryStorage,
-    check_create,
-    check_list_args,
-    check_resource_update,
-    check_scope,
-    check_thread_update,
-    missing_tables,
-    thread_working_memory_to_merge,
-)
-from workmem.timestamps import utc_now
-from workmem.validation import dump_json, validate_id, validate_json_object
+from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.storage import MemoryStorage
 
 if TYPE_CHECKING:
-    from pymongo import MongoClient
+    from pymongo import AsyncMongoClient, MongoClient
+    from pymongo.asynchronous.collection import AsyncCollection
     from pymongo.collection import Collection
 
-__all__ = ["MongoStorage"]
+__all__ = ["AsyncMongoStorage", "MongoHooks", "MongoStorage"]
 
-Document = dict[str, Any]
+T = TypeVar("T")
 
 MAX_ATTEMPTS: Final = 200
 """Compare-and-swap attempts before giving up; each lost attempt means another writer succeeded."""
 _MAX_BACKOFF_S: Final = 0.05
+_DUPLICATE_KEY: Final = (11000, 11001)
+"""MongoDB's duplicate-key error codes (E11000; 11001 from old servers)."""
 
 
-class MongoStorage(MemoryStorage):
-    """Resources and threads in the ``mastra_resources`` / ``mastra_threads`` collections of one database."""
+def _document_id(document: Mapping[str, Any]) -> str:
+    """The id of a document a page read (always a string: pages select string ids only)."""
+    return str(document.get("id"))
+
+
+def _backoff(attempt: int) -> float:
+    """Jittered exponential backoff before retry number ``attempt`` (>= 1), at most 50 ms."""
+    return random.uniform(0, min(_MAX_BACKOFF_S, 0.0005 * 2 ** min(attempt, 10)))
+
+
+def _checked_database(database: object) -> str:
+    if not isinstance(database, str) or not database:
+        raise ValidationError(f"database must be a non-empty str, not {database!r}")
+    return database
+
+
+def _open_options(options: dict[str, Any]) -> tuple[str | None, bool]:
+    """Take workmem's own options (``database``, ``create``) out of ``options``; the rest go to the client."""
+    database = options.pop("database", None)
+    return (None if database is None else _checked_database(database)), check_create(options.pop("create", True))
+
+
+class MongoHooks(StorageHooks):
+    """The MongoDB hooks, once, over a :class:`~workmem.adapters.mongodb.port.DatabasePort`.
+
+    Atomic steps are single conditional writes in the database (see the module
+    docstring); a compare-and-swap loop that loses a race waits
+    (:meth:`~workmem.flows.StorageHooks._pause`) and reads again.
+    """
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
 
-    def __init__(
-        self,
-        client: MongoClient[Document],
-        database: str = DEFAULT_DATABASE,
-        *,
-        owns_client: bool = False,
-        url: str | None = None,
-        create_indexes: bool = True,
-    ) -> None:
-        """Use ``client`` (a ``pymongo.MongoClient``); ``close()`` closes it if ``owns_client``."""
-        if not isinstance(database, str) or not database:
-            raise ValidationError(f"database must be a non-empty str, not {database!r}")
-        pymongo = import_driver("pymongo", "mongodb")
+    def _attach(self, port: DatabasePort, database: str, *, owns_client: bool, url: str | None) -> None:
+        self._db = port
         self._errors: ModuleType = import_driver("pymongo.errors", "mongodb")
-        self._after = pymongo.ReturnDocument.AFTER
         self._secrets = Secrets(url or f"mongodb:///{database}")
-        self._client = client
         self._owns_client = owns_client
         self._closed = False
         self.database = database
-        codec_options = import_driver("bson.codec_options", "mongodb").CodecOptions
-        with self._driver("open database"):
-            # Whatever the client's defaults: dates decode timezone-aware (UTC), documents as dicts.
-            db = client.get_database(database, codec_options=codec_options(tz_aware=True, document_class=dict))
-            self._threads: Collection[Document] = db[THREADS]
-            self._resources: Collection[Document] = db[RESOURCES]
-        if create_indexes:
-            self.create_indexes()
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
-        database = options.pop("database", None)
-        create = check_create(options.pop("create", True))
-        secrets = Secrets(url)
-        client = open_client(url, options, secrets)
-        try:
-            if database is None:
-                with driver_errors(import_driver("pymongo.errors", "mongodb"), secrets, "read database name"):
-                    database = client.get_default_database(DEFAULT_DATABASE).name
-            storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
-            if not create:
-                storage._check_collections()
-            return storage
-        except BaseException:
-            client.close()
-            raise
 
     def __repr__(self) -> str:
-        return f"MongoStorage(url={self._secrets.masked_url!r}, database={self.database!r})"
+        return f"{type(self).__name__}(url={self._secrets.masked_url!r}, database={self.database!r})"
 
-    def _check_collections(self) -> None:
-        """``connect(url, create=False)``: the collections must be there (nothing is created)."""
+    # -- setup -----------------------------------------------------------------------
+
+    async def _check_collections(self) -> None:
+        """``create=False``: the collections must be there (nothing is created)."""
         with self._driver("list collections"):
-            db = self._threads.database
-            found = set(db.list_collection_names())
+            found = set(await self._db.collection_names())
         missing = [name for name in (THREADS, RESOURCES) if name not in found]
         if missing:
             raise missing_tables(f"{self._secrets.masked_url} (database {self.database})", missing)
 
-    def create_indexes(self) -> None:
-        """Create the unique ``id`` indexes and the thread listing indexes when missing (idempotent)."""
-        self._create(self._threads, THREAD_INDEXES)
-        self._create(self._resources, RESOURCE_INDEXES)
+    async def _create_indexes(self) -> None:
+        await self._create(self._db.threads, THREAD_INDEXES)
+        await self._create(self._db.resources, RESOURCE_INDEXES)
 
-    def _create(self, collection: Collection[Document], specs: tuple[IndexSpec, ...]) -> None:
+    async def _create(self, collection: CollectionPort, specs: tuple[IndexSpec, ...]) -> None:
         for keys, options in specs:
             try:
                 with self._driver(f"create index {keys} on {collection.name}"):
-                    collection.create_index(keys, **options)
+                    await collection.create_index(keys, options)
             except WorkmemError as exc:
                 code = getattr(exc.__cause__, "code", None)
                 if code in (85, 86):  # IndexOptionsConflict / IndexKeySpecsConflict
@@ -186,286 +195,359 @@ class MongoStorage(MemoryStorage):
     def _driver(self, action: str) -> AbstractContextManager[None]:
         return driver_errors(self._errors, self._secrets, action)
 
-    def _attempts(self, action: str) -> Iterator[int]:
-        """Attempt numbers of a compare-and-swap loop, with jittered backoff; raises when exhausted."""
-        for attempt in range(MAX_ATTEMPTS):
-            if attempt:
-                time.sleep(random.uniform(0, min(_MAX_BACKOFF_S, 0.0005 * 2 ** min(attempt, 10))))
-            yield attempt
+    async def _retry(self, action: str, attempt: Callable[[], Awaitable[T | None]]) -> T:
+        """Run ``attempt`` until it returns a result (``None``: it lost a race and wrote nothing), with backoff."""
+        for number in range(MAX_ATTEMPTS):
+            if number:
+                await self._pause(_backoff(number))
+            result = await attempt()
+            if result is not None:
+                return result
         raise BackendBusyError(f"mongodb {action}: gave up after {MAX_ATTEMPTS} attempts lost to concurrent writers")
 
-    def _insert_if_absent(self, collection: Collection[Document], record_id: str, fields: Document) -> bool:
+    async def _insert_if_absent(self, collection: CollectionPort, record_id: str, fields: Document) -> bool:
         """Insert ``{id: record_id, **fields}`` unless the id exists; whether it was inserted."""
         try:
-            result = collection.update_one({"id": record_id}, {"$setOnInsert": fields}, upsert=True)
+            written = await collection.update_one({"id": record_id}, {"$setOnInsert": fields}, upsert=True)
         except self._errors.PyMongoError as exc:
             if is_duplicate_key(self._errors, exc):
                 return False  # a concurrent insert won
             raise
-        return result.upserted_id is not None
+        return written.upserted
+
+    async def _rewrite_resource(
+        self, action: str, resource_id: str, change: Callable[[Document | None], tuple[T, Document]]
+    ) -> T:
+        """Compare-and-swap: ``change(stored document or None)`` gives the result and the fields to write."""
+
+        async def attempt() -> T | None:
+            old = await self._db.resources.find_one({"id": resource_id})
+            result, fields = change(old)
+            if old is None:
+                inserted = await self._insert_if_absent(self._db.resources, resource_id, fields)
+                return result if inserted else None
+            written = await self._db.resources.update_one(cas_filter(old), {"$set": fields})
+            return result if written.matched else None
+
+        with self._driver(action):
+            return await self._retry(action, attempt)
+
+    async def _rewrite_thread(
+        self, action: str, thread_id: str, owner: str | None, change: Callable[[Document], tuple[T, Document]]
+    ) -> T:
+        """Compare-and-swap on a stored thread (:class:`ThreadNotFoundError` without one, owner checked)."""
+
+        async def attempt() -> T | None:
+            old = await self._db.threads.find_one({"id": thread_id})
+            if old is None:
+                raise ThreadNotFoundError(thread_id)
+            check_owner(thread_from_document(old), owner)
+            result, fields = change(old)
+            written = await self._db.threads.update_one(cas_filter(old), {"$set": fields})
+            return result if written.matched else None
+
+        with self._driver(action):
+            return await self._retry(action, attempt)
 
     # -- resources -------------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> Resource | None:
-        validate_id(resource_id, "resource id")
+    async def _get_resource(self, resource_id: str) -> Resource | None:
         with self._driver("get_resource"):
-            document = self._resources.find_one({"id": resource_id})
+            document = await self._db.resources.find_one({"id": resource_id})
         return None if document is None else resource_from_document(document)
 
-    def save_resource(self, resource: Resource) -> Resource:
-        if not isinstance(resource, Resource):
-            raise ValidationError(f"expected a Resource, got {type(resource).__name__}")
+    async def _save_resource(self, resource: Resource) -> Resource:
         update = {"$set": resource_document(resource), "$inc": {REV: 1}}
-        with self._driver("save_resource"):
-            for _ in self._attempts("save_resource"):
-                try:
-                    self._resources.update_one({"id": resource.id}, update, upsert=True)
-                    return resource
-                except self._errors.PyMongoError as exc:
-                    if not is_duplicate_key(self._errors, exc):
-                        raise  # E11000 only when two upserts raced to insert: the next one updates
-        raise AssertionError("unreachable")
 
-    def update_resource(
-        self,
-        resource_id: str,
-        *,
-        working_memory: str | Unset | None = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
-    ) -> Resource:
-        validate_id(resource_id, "resource id")
-        working_memory, metadata = check_resource_update(working_memory, metadata)
-        with self._driver("update_resource"):
-            if metadata is UNSET or metadata is None:
-                return self._touch_resource(resource_id, working_memory)
-            return self._merge_resource_metadata(resource_id, working_memory, metadata)
-
-    def _touch_resource(self, resource_id: str, working_memory: str | Unset | None) -> Resource:
-        """Set ``working_memory`` (when given) and ``updatedAt``, creating the resource: one atomic upsert."""
-        for _ in self._attempts("update_resource"):
-            now = utc_now()
-            changes: Document = {"updatedAt": now}
-            on_insert: Document = {"createdAt": now, "metadata": None}
-            if working_memory is UNSET:
-                on_insert["workingMemory"] = None
-            else:
-                changes["workingMemory"] = working_memory
+        async def attempt() -> Resource | None:
             try:
-                document = self._resources.find_one_and_update(
-                    {"id": resource_id},
-                    {"$set": changes, "$setOnInsert": on_insert, "$inc": {REV: 1}},
-                    upsert=True,
-                    return_document=self._after,
-                )
+                await self._db.resources.update_one({"id": resource.id}, update, upsert=True)
             except self._errors.PyMongoError as exc:
                 if is_duplicate_key(self._errors, exc):
-                    continue
+                    return None  # E11000 only when two upserts raced to insert: the next one updates
+                raise
+            return resource
+
+        with self._driver("save_resource"):
+            return await self._retry("save_resource", attempt)
+
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+    ) -> Resource:
+        if isinstance(metadata, Unset) or metadata is None:
+            return await self._upsert_resource(resource_id, working_memory, now)
+        return await self._rewrite_resource(
+            "update_resource",
+            resource_id,
+            lambda old: resource_rewrite(old, resource_id, working_memory, metadata, now),
+        )
+
+    async def _upsert_resource(self, resource_id: str, working_memory: str | Unset | None, now: datetime) -> Resource:
+        """No metadata to merge: one atomic upsert (:func:`resource_upsert`), no read."""
+        update = resource_upsert(resource_id, working_memory, now)
+
+        async def attempt() -> Resource | None:
+            try:
+                document = await self._db.resources.find_one_and_update({"id": resource_id}, update, upsert=True)
+            except self._errors.PyMongoError as exc:
+                if is_duplicate_key(self._errors, exc):
+                    return None  # two upserts raced to insert: the next one updates
                 raise
             assert document is not None  # an upsert always returns the document
             return resource_from_document(document)
-        raise AssertionError("unreachable")
 
-    def _merge_resource_metadata(
-        self, resource_id: str, working_memory: str | Unset | None, metadata: Document
-    ) -> Resource:
-        for _ in self._attempts("update_resource"):
-            now = utc_now()
-            old = self._resources.find_one({"id": resource_id})
-            if old is None:
-                new = Resource(resource_id, None if working_memory is UNSET else working_memory, metadata, now, now)
-                if self._insert_if_absent(self._resources, resource_id, {**resource_document(new), REV: 1}):
-                    return new
-                continue
-            merged = {**(resource_metadata_value(old.get("metadata")) or {}), **metadata}
-            changes: Document = {"metadata": dump_json(merged), "updatedAt": now, REV: next_rev(old)}
-            if working_memory is not UNSET:
-                changes["workingMemory"] = working_memory
-            document = self._resources.find_one_and_update(
-                cas_filter(old), {"$set": changes}, return_document=self._after
-            )
-            if document is not None:
-                return resource_from_document(document)
-        raise AssertionError("unreachable")
+        with self._driver("update_resource"):
+            return await self._retry("update_resource", attempt)
 
     # -- threads ---------------------------------------------------------------------
 
-    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        validate_id(thread_id, "thread id")
-        if resource_id is not None:
-            validate_id(resource_id, "resource id")
+    async def _get_thread(self, thread_id: str) -> Thread | None:
         with self._driver("get_thread"):
-            document = self._threads.find_one({"id": thread_id})
-        if document is None or (resource_id is not None and document.get("resourceId") != resource_id):
-            return None
-        return thread_from_document(document)
+            document = await self._db.threads.find_one({"id": thread_id})
+        return None if document is None else thread_from_document(document)
 
-    def create_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
-        document = {"id": thread.id, "resourceId": thread.resource_id, **thread_insert_fields(thread)}
+    async def _create_thread(self, thread: Thread) -> Thread:
+        document = thread_insert(thread)
         with self._driver("create_thread"):
             try:
-                self._threads.insert_one(document)
+                await self._db.threads.insert_one(document)
             except self._errors.PyMongoError as exc:
                 if not is_duplicate_key(self._errors, exc):
                     raise
                 raise ThreadExistsError(thread.id) from None  # the unique index on id refused it
         return thread
 
-    def save_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         owned = {"id": thread.id, "resourceId": thread.resource_id}
+        replace = {"$set": thread_replacement(thread, now), "$inc": {REV: 1}}
+        threads = self._db.threads
+
+        async def attempt() -> Thread | None:
+            try:
+                created = await threads.update_one(owned, {"$setOnInsert": thread_insert_fields(thread)}, upsert=True)
+            except self._errors.PyMongoError as exc:
+                if not is_duplicate_key(self._errors, exc):
+                    raise
+                # The id exists but not with this owner; owners never change, so one read decides.
+                holder = await threads.find_one({"id": thread.id}, {"resourceId": 1})
+                if holder is not None and holder.get("resourceId") != thread.resource_id:
+                    raise ThreadOwnershipError(thread.id, thread.resource_id) from exc
+                return None  # a same-owner insert raced ours, or the other owner's thread was just deleted
+            if created.upserted:
+                return thread
+            document = await threads.find_one_and_update(owned, replace)
+            return None if document is None else thread_from_document(document)  # None: deleted in between
+
         with self._driver("save_thread"):
-            for _ in self._attempts("save_thread"):
-                try:
-                    created = self._threads.update_one(
-                        owned, {"$setOnInsert": thread_insert_fields(thread)}, upsert=True
-                    )
-                except self._errors.PyMongoError as exc:
-                    if not is_duplicate_key(self._errors, exc):
-                        raise
-                    # The id exists but not with this owner; owners never change, so one read decides.
-                    holder = self._threads.find_one({"id": thread.id}, {"resourceId": 1})
-                    if holder is not None and holder.get("resourceId") != thread.resource_id:
-                        raise ThreadOwnershipError(thread.id, thread.resource_id) from exc
-                    continue  # a same-owner insert raced ours, or the other owner's thread was just deleted
-                if created.upserted_id is not None:
-                    return thread
-                document = self._threads.find_one_and_update(
-                    owned,
-                    {
-                        "$set": {"title": thread.title, "metadata": thread.metadata, "updatedAt": utc_now()},
-                        "$inc": {REV: 1},
-                    },
-                    return_document=self._after,
-                )
-                if document is not None:
-                    return thread_from_document(document)
-                # deleted between the two statements: start over
-        raise AssertionError("unreachable")
+            return await self._retry("save_thread", attempt)
 
-    def update_thread(
-        self,
-        thread_id: str,
-        *,
-        title: str | Unset = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    async def _update_thread(
+        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
     ) -> Thread:
-        validate_id(thread_id, "thread id")
-        title, metadata = check_thread_update(title, metadata)
-        with self._driver("update_thread"):
-            if metadata is UNSET or metadata is None:
-                changes: Document = {"updatedAt": utc_now()}
-                if title is not UNSET:
-                    changes["title"] = title
-                document = self._threads.find_one_and_update(
-                    {"id": thread_id}, {"$set": changes, "$inc": {REV: 1}}, return_document=self._after
-                )
-                if document is None:
-                    raise ThreadNotFoundError(thread_id)
-                return thread_from_document(document)
-            for _ in self._attempts("update_thread"):
-                old = self._threads.find_one({"id": thread_id})
-                if old is None:
-                    raise ThreadNotFoundError(thread_id)
-                changes = {
-                    # Old values as decoded, so they keep their BSON types; written whole, so no key is a path.
-                    "metadata": {**(raw_metadata(old.get("metadata")) or {}), **metadata},
-                    "updatedAt": utc_now(),
-                    REV: next_rev(old),
-                }
-                if title is not UNSET:
-                    changes["title"] = title
-                document = self._threads.find_one_and_update(
-                    cas_filter(old), {"$set": changes}, return_document=self._after
-                )
-                if document is not None:
-                    return thread_from_document(document)
-        raise AssertionError("unreachable")
+        if not isinstance(metadata, Unset) and metadata is not None:
+            return await self._rewrite_thread(
+                "update_thread", thread_id, None, lambda old: thread_rewrite(old, title, metadata, now)
+            )
+        with self._driver("update_thread"):  # nothing to merge: one blind update (thread_touch)
+            document = await self._db.threads.find_one_and_update(
+                {"id": thread_id}, {"$set": thread_touch(title, now), "$inc": {REV: 1}}
+            )
+        if document is None:
+            raise ThreadNotFoundError(thread_id)
+        return thread_from_document(document)
 
-    def delete_thread(self, thread_id: str) -> bool:
-        validate_id(thread_id, "thread id")
+    async def _delete_thread(self, thread_id: str) -> bool:
         with self._driver("delete_thread"):
-            return self._threads.delete_one({"id": thread_id}).deleted_count > 0
+            return await self._db.threads.delete_one({"id": thread_id}) > 0
 
-    def list_threads(
-        self,
-        resource_id: str,
-        *,
-        page: int = 0,
-        per_page: int | None = 100,
-        order_by: OrderBy = "created_at",
-        direction: Direction = "desc",
-    ) -> ThreadPage:
-        query = check_list_args(resource_id, page, per_page, order_by, direction)
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
         owned = {"resourceId": query.resource_id}
+        sort = sort_spec(query.order_by, query.direction)
         with self._driver("list_threads"):
-            cursor = self._threads.find(owned).sort(sort_spec(query.order_by, query.direction)).skip(query.offset)
-            if query.per_page is not None:
-                cursor = cursor.limit(query.per_page)
-            documents = list(cursor)
-            total = self._threads.count_documents(owned)
+            documents = await self._db.threads.find(owned, sort, query.offset, query.per_page)
+            total = await self._db.threads.count_documents(owned)
         return query.read_page(documents, thread_from_document, total)
+
+    # -- iteration and bulk writes ---------------------------------------------------
+    #
+    # Pages are keyset reads on the unique ``id`` index: ``find({id: {$gt: after}}).sort(id).limit()``. Strings
+    # compare by their UTF-8 bytes (the collections have no collation), which is code-point order; only
+    # string ids are iterated (a bound on a string selects strings only), so a document whose ``id`` is not
+    # a string -- unreadable, and unreachable by id -- never sits between two pages.
+
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        documents = await self._page(self._db.resources, "resource_page", after, limit)
+        return read_record_page(documents, resource_from_document, _document_id, limit)
+
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        documents = await self._page(self._db.threads, "thread_page", after, limit)
+        return read_record_page(documents, thread_from_document, _document_id, limit)
+
+    async def _page(self, collection: CollectionPort, action: str, after: str | None, limit: int) -> list[Document]:
+        bound = {"$gte": ""} if after is None else {"$gt": after}
+        with self._driver(action):
+            return await collection.find({"id": bound}, [("id", 1)], 0, limit)
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        return await self._insert_many(self._db.resources, "insert_resources", [resource_insert(r) for r in resources])
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        # The unique index on id refuses an id that exists, whoever owns it: nothing is ever moved.
+        return await self._insert_many(self._db.threads, "insert_threads", [thread_insert(t) for t in threads])
+
+    async def _insert_many(self, collection: CollectionPort, action: str, documents: list[Document]) -> frozenset[str]:
+        """One unordered ``insert_many``; the ids its duplicate-key errors (E11000) name were already present."""
+        if not documents:
+            return frozenset()
+        ids = [document["id"] for document in documents]  # insert_many adds an _id to each document
+        with self._driver(action):
+            try:
+                await collection.insert_many(documents)
+            except self._errors.BulkWriteError as exc:
+                details = exc.details or {}
+                errors = details.get("writeErrors") or []
+                others = [error for error in errors if error.get("code") not in _DUPLICATE_KEY]
+                if others or details.get("writeConcernErrors"):
+                    raise
+                return frozenset(ids[error["index"]] for error in errors)
+        return frozenset()
+
+    async def _replace_thread(self, thread: Thread) -> bool:
+        owned = {"id": thread.id, "resourceId": thread.resource_id}
+        with self._driver("replace_thread"):
+            written = await self._db.threads.update_one(owned, {"$set": thread_restoration(thread), "$inc": {REV: 1}})
+        return written.matched > 0
 
     # -- working memory --------------------------------------------------------------
 
-    def merge_working_memory(
-        self,
-        patch: Mapping[str, Any],
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        target = check_scope(scope, resource_id, thread_id)
-        patch = validate_json_object(patch, "patch")
-        with self._driver("merge_working_memory"):
-            if target.scope == "resource":
-                assert target.resource_id is not None
-                return self._merge_resource_memory(target.resource_id, patch)
-            assert target.thread_id is not None
-            return self._merge_thread_memory(target.thread_id, target.resource_id, patch)
+    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            resource_id = target.resource_id
 
-    def _merge_resource_memory(self, resource_id: str, patch: Document) -> Document:
-        for _ in self._attempts("merge_working_memory"):
-            old = self._resources.find_one({"id": resource_id})
-            stored = None if old is None else resource_working_memory(old.get("workingMemory"))
-            merged, text = merge_document(stored, patch)
-            now = utc_now()
-            if old is None:
-                fields = {"workingMemory": text, "metadata": None, "createdAt": now, "updatedAt": now, REV: 1}
-                if self._insert_if_absent(self._resources, resource_id, fields):
-                    return merged
-                continue
-            changes = {"workingMemory": text, "updatedAt": now, REV: next_rev(old)}
-            if self._resources.update_one(cas_filter(old), {"$set": changes}).matched_count:
-                return merged
-        raise AssertionError("unreachable")
+            def merge_resource(old: Document | None) -> tuple[dict[str, Any], Document]:
+                stored = None if old is None else resource_working_memory(old.get("workingMemory"))
+                merged, text = merge_document(stored, patch)
+                return merged, resource_rewrite(old, resource_id, text, UNSET, now)[1]
 
-    def _merge_thread_memory(self, thread_id: str, owner: str | None, patch: Document) -> Document:
-        for _ in self._attempts("merge_working_memory"):
-            old = self._threads.find_one({"id": thread_id})
-            if old is None:
-                raise ThreadNotFoundError(thread_id)
-            if owner is not None and old.get("resourceId") != owner:
-                raise ThreadOwnershipError(thread_id, owner)
-            metadata = raw_metadata(old.get("metadata"))
-            merged, text = merge_document(thread_working_memory_to_merge(metadata), patch)
-            changes: Document = {"updatedAt": utc_now(), REV: next_rev(old)}
-            if is_native_metadata(old.get("metadata")):
-                changes[f"metadata.{WORKING_MEMORY_KEY}"] = text  # a fixed path; other keys stay untouched
-            else:
-                changes["metadata"] = {**(metadata or {}), WORKING_MEMORY_KEY: text}
-            if self._threads.update_one(cas_filter(old), {"$set": changes}).matched_count:
-                return merged
-        raise AssertionError("unreachable")
+            return await self._rewrite_resource("merge_working_memory", resource_id, merge_resource)
+
+        def merge_thread(old: Document) -> tuple[dict[str, Any], Document]:
+            merged, text = merge_document(thread_working_memory_to_merge(raw_metadata(old.get("metadata"))), patch)
+            return merged, thread_rewrite(old, UNSET, {WORKING_MEMORY_KEY: text}, now)[1]
+
+        assert target.thread_id is not None
+        return await self._rewrite_thread("merge_working_memory", target.thread_id, target.resource_id, merge_thread)
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def close(self) -> None:
+    async def _close(self) -> None:
         if self._closed:
             return
         self._closed = True
         if self._owns_client:
-            self._client.close()
+            await self._db.close_client()
+
+
+class MongoStorage(MongoHooks, MemoryStorage):
+    """Resources and threads in the ``mastra_resources`` / ``mastra_threads`` collections of one database (sync)."""
+
+    def __init__(
+        self,
+        client: MongoClient[Document],
+        database: str = DEFAULT_DATABASE,
+        *,
+        owns_client: bool = False,
+        url: str | None = None,
+        create_indexes: bool = True,
+    ) -> None:
+        """Use ``client`` (a ``pymongo.MongoClient``); ``close()`` closes it if ``owns_client``."""
+        database = _checked_database(database)
+        self._client = client
+        with driver_errors(
+            import_driver("pymongo.errors", "mongodb"), Secrets(url or f"mongodb:///{database}"), "open database"
+        ):
+            port = BlockingDatabase(client, database)
+        self._threads: Collection[Document] = port.threads.collection
+        self._resources: Collection[Document] = port.resources.collection
+        self._attach(port, database, owns_client=owns_client, url=url)
+        if create_indexes:
+            self.create_indexes()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        database, create = _open_options(options)
+        secrets = Secrets(url)
+        client = open_client(url, options, secrets)
+        try:
+            if database is None:
+                with driver_errors(import_driver("pymongo.errors", "mongodb"), secrets, "read database name"):
+                    database = client.get_default_database(DEFAULT_DATABASE).name
+            storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
+            if not create:
+                run_sync(storage._check_collections())
+            return storage
+        except BaseException:
+            client.close()
+            raise
+
+    def create_indexes(self) -> None:
+        """Create the unique ``id`` indexes and the thread listing indexes when missing (idempotent)."""
+        run_sync(self._create_indexes())
+
+
+class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
+    """:class:`MongoStorage` as coroutines, on ``pymongo.AsyncMongoClient``: the same collections and documents."""
+
+    def __init__(
+        self,
+        client: AsyncMongoClient[Document],
+        database: str = DEFAULT_DATABASE,
+        *,
+        owns_client: bool = False,
+        url: str | None = None,
+    ) -> None:
+        """Use ``client`` (a ``pymongo.AsyncMongoClient``); creates nothing (see :meth:`create_indexes`)."""
+        database = _checked_database(database)
+        self._client = client
+        with driver_errors(
+            import_driver("pymongo.errors", "mongodb"), Secrets(url or f"mongodb:///{database}"), "open database"
+        ):
+            port = AwaitedDatabase(client, database)
+        self._threads: AsyncCollection[Document] = port.threads.collection
+        self._resources: AsyncCollection[Document] = port.resources.collection
+        self._attach(port, database, owns_client=owns_client, url=url)
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> Self:
+        """Open ``url`` as :meth:`MongoStorage.from_url` does: indexes created, or with ``create=False`` checked."""
+        database, create = _open_options(options)
+        secrets = Secrets(url)
+        client = open_async_client(url, options, secrets)
+        try:
+            errors = import_driver("pymongo.errors", "mongodb")
+            if database is None:
+                with driver_errors(errors, secrets, "read database name"):
+                    database = client.get_default_database(DEFAULT_DATABASE).name
+            storage = cls(client, database, owns_client=True, url=url)
+            with driver_errors(errors, secrets, "connect"):
+                await client.aconnect()  # a +srv URL resolves its DNS records here
+            if create:
+                await storage._create_indexes()
+            else:
+                await storage._check_collections()
+            return storage
+        except BaseException:
+            await client.close()
+            raise
+
+    async def create_indexes(self) -> None:
+        """Create the unique ``id`` indexes and the thread listing indexes when missing (idempotent)."""
+        await self._create_indexes()
+
+
+MongoStorage.async_adapter = "workmem.adapters.mongodb.storage:AsyncMongoStorage"

@@ -50,6 +50,7 @@ from workmem.timestamps import to_iso
 
 __all__ = [
     "ALREADY_EXISTS",
+    "ATTEMPTS",
     "CLOB_PARAMS",
     "EMPTY_STRING_SENTINEL",
     "ESCAPED_PREFIX",
@@ -65,8 +66,10 @@ __all__ = [
     "encode_timestamp",
     "error_kind",
     "is_connection_error",
+    "is_session_dead",
     "is_unique_violation",
     "oracle_error_code",
+    "runs_again",
 ]
 
 EMPTY_STRING_SENTINEL: Final = "__MASTRA_ORACLE_EMPTY_STRING__"
@@ -87,6 +90,8 @@ INVALID_DATATYPE: Final = 902
 """ORA-00902: no ``JSON`` type (a 21c+ server whose ``COMPATIBLE`` is below 20)."""
 RESOURCE_BUSY: Final = 54
 """ORA-00054: DDL met a lock held by another session (worth a short retry)."""
+ATTEMPTS: Final = 3
+"""How often one statement or transaction runs at most (see :func:`runs_again`)."""
 
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,29}")
 _TEXT_COLUMNS: Final = frozenset({"TITLE", "workingMemory"})
@@ -182,6 +187,10 @@ class OracleDialect(Dialect):
     def page_clause(self, query: ListQuery) -> str:
         return "" if query.per_page is None else " OFFSET :offset ROWS FETCH NEXT :limit ROWS ONLY"
 
+    def limit_clause(self) -> str:
+        # ids compare and sort BINARY: SESSION_SETUP sets NLS_SORT and NLS_COMP for every pooled session
+        return " FETCH FIRST :limit ROWS ONLY"
+
     # DDL
 
     def ddl(self) -> list[str]:
@@ -239,6 +248,20 @@ class OracleDialect(Dialect):
             "VALUES (s.id, s.now_ts, s.now_ts); EXCEPTION WHEN DUP_VAL_ON_INDEX THEN NULL; END;"
         )
         return Statement(sql, {"id": resource_id, "now": self.time_value(now)})
+
+    def create_resource(self, resource: Resource) -> Statement:
+        """Insert the resource as given unless the id exists; row count 1: inserted, 0: present (a ``MERGE``).
+
+        Run with ``executemany`` over a batch (array DML): one round trip, one row count per resource.
+        """
+        sql = (
+            f"MERGE INTO {self.resources} t USING (SELECT :id AS id, :working_memory AS wm, "
+            f"{self.json_param('metadata')} AS md, {self._ts('created_at')} AS ca, {self._ts('updated_at')} AS ua "
+            "FROM dual) s ON (t.id = s.id) "
+            'WHEN NOT MATCHED THEN INSERT (id, "workingMemory", metadata, "createdAt", "updatedAt") '
+            "VALUES (s.id, s.wm, s.md, s.ca, s.ua)"
+        )
+        return Statement(sql, {**self._params(resource), "working_memory": resource.working_memory})
 
     def create_thread(self, thread: Thread) -> Statement:
         """Insert unless the id exists; returns no rows (a ``MERGE`` with no update branch).
@@ -354,3 +377,24 @@ def error_kind(code: int, full_code: str) -> type[WorkmemError]:
 def is_unique_violation(code: int, full_code: str) -> bool:
     """ORA-00001: a concurrent insert of the same primary key won."""
     return code == 1 or full_code == "ORA-00001"
+
+
+def is_session_dead(exc: BaseException) -> bool:
+    """python-oracledb's own verdict that the pooled session of ``exc`` can no longer be used."""
+    return bool(getattr(exc.args[0] if exc.args else None, "is_session_dead", False))
+
+
+def runs_again(exc: BaseException, attempt: int, *, read: bool) -> bool:
+    """Whether the work that failed with ``exc`` on its ``attempt`` (1-based) runs again, on a new session.
+
+    A write that lost an insert race (ORA-00001) runs again: the winner's row is
+    committed by then, and the statement (a ``MERGE``) now decides. A read runs
+    again once when its pooled session turned out dead. A write never runs
+    again after anything else: it may have run before the session dropped.
+    At most :data:`ATTEMPTS` in all.
+    """
+    if attempt >= ATTEMPTS:
+        return False
+    if not read:
+        return is_unique_violation(*oracle_error_code(exc))
+    return attempt == 1 and is_session_dead(exc)

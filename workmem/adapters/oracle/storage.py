@@ -10,8 +10,17 @@ Options: ``min_size`` (pooled sessions kept open, default 0), ``max_size``
 
 Driver: python-oracledb in thin mode (``pip install 'workmem[oracle]'``; no
 Oracle Client libraries, ``init_oracle_client`` is never called), with its
-connection pool. Oracle 19c or later: ``metadata`` is native ``JSON`` from 21c
-on, ``CLOB CHECK (metadata IS JSON)`` before (:mod:`workmem.adapters.oracle.dialect`).
+connection pool: :class:`OracleStorage` (the sync API) uses its blocking pool,
+:class:`AsyncOracleStorage` (the async API, ``workmem.connect_async``) its
+asyncio pool (``oracledb.create_pool_async``). Oracle 19c or later: ``metadata``
+is native ``JSON`` from 21c on, ``CLOB CHECK (metadata IS JSON)`` before
+(:mod:`workmem.adapters.oracle.dialect`).
+
+Both classes are :class:`OracleHooks`: the statements, the retry loop, the
+transactions, the schema setup and the error mapping are written there once,
+as coroutines over one I/O primitive, :meth:`OracleHooks._session` (a pooled
+session whose ``run`` executes one statement); only that primitive, the
+session setup and closing the pool differ between the two.
 
 Atomicity: ``save_thread`` is one ``MERGE`` whose update branch runs only for
 the same owner (row count 0 = another owner); of two racing creates of one id
@@ -24,27 +33,32 @@ resource is first created by a ``MERGE`` that takes a lost insert race as done.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+import functools
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+    suppress,
+)
 from dataclasses import dataclass
+from datetime import datetime
 from types import ModuleType
-from typing import Any, ClassVar, Final, Self, TypeVar
+from typing import Any, ClassVar, Final, Protocol, Self, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workmem.adapters.sql import Result, SqlStorage, Statement
 from workmem.adapters.sql.rows import thread_from_row
-from workmem.errors import (
-    StorageClosedError,
-    ThreadExistsError,
-    ThreadOwnershipError,
-    ValidationError,
-)
+from workmem.aio import AsyncMemoryStorage
+from workmem.errors import StorageClosedError, ThreadExistsError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.flows import run_sync
 from workmem.kit import check_options, driver_error, import_driver, mask_url, split_userinfo
-from workmem.records import Thread
-from workmem.storage import Capabilities, check_create, missing_tables
-from workmem.timestamps import utc_now
+from workmem.records import Resource, Thread
+from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import (
     ALREADY_EXISTS,
@@ -57,20 +71,34 @@ from .dialect import (
     error_kind,
     is_unique_violation,
     oracle_error_code,
+    runs_again,
 )
 
-__all__ = ["OracleConfig", "OracleStorage", "parse_oracle_url"]
+__all__ = [
+    "AsyncOracleStorage",
+    "OracleConfig",
+    "OracleHooks",
+    "OracleSession",
+    "OracleStorage",
+    "mapped_errors",
+    "parse_oracle_url",
+    "pool_options",
+    "prepare_cursor",
+]
 
 T = TypeVar("T")
 
 _SCHEMES: Final = frozenset({"oracle", "oracle+oracledb"})
 _QUERY_KEYS: Final = frozenset({"service_name", "table_prefix"})
 _OPTIONS: Final = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "table_prefix"})
-_ATTEMPTS: Final = 3
-"""A statement that lost an insert race (ORA-00001) runs again: the winner's row is committed by then."""
 _DDL_ATTEMPTS: Final = 5
 _NATIVE_JSON_VERSION: Final = 21
 """Oracle's JSON data type exists from 21c; older servers get ``CLOB CHECK (metadata IS JSON)``."""
+_TABLE_GONE: Final = 942
+"""ORA-00942: table or view does not exist."""
+
+
+# -- configuration (no I/O) ------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,85 +172,393 @@ def parse_oracle_url(url: str, **options: Any) -> OracleConfig:
     return config
 
 
-class _Session:
-    """The core's view of one open transaction."""
+def _split_create(url: str, options: dict[str, Any]) -> tuple[OracleConfig, bool]:
+    """The config and the ``create`` flag of ``from_url`` / ``open``."""
+    create = check_create(options.pop("create", True))
+    return parse_oracle_url(url, **options), create
 
-    def __init__(self, storage: OracleStorage, connection: Any) -> None:
-        self._storage = storage
+
+def pool_options(config: OracleConfig, oracledb: ModuleType) -> dict[str, Any]:
+    """The keyword arguments of ``oracledb.create_pool`` and ``oracledb.create_pool_async`` alike.
+
+    A full pool waits ``timeout`` for a session (then DPY-4005), one TCP connect
+    waits ``connect_timeout``, and the driver never retries a connect by itself.
+    """
+    return {
+        "user": config.user,
+        "password": config.password,
+        "host": config.host,
+        "port": config.port,
+        "service_name": config.service_name,
+        "min": config.min_size,
+        "max": config.max_size,
+        "increment": 1,
+        "getmode": oracledb.POOL_GETMODE_TIMEDWAIT,
+        "wait_timeout": int(config.timeout * 1000),
+        "tcp_connect_timeout": config.connect_timeout,
+        "retry_count": 0,
+    }
+
+
+@contextmanager
+def mapped_errors(config: OracleConfig, oracledb: ModuleType, action: str) -> Iterator[None]:
+    """python-oracledb errors as workmem errors (:func:`~.dialect.error_kind`), the password masked."""
+    try:
+        yield
+    except oracledb.Error as exc:
+        context = f"Oracle {action} failed on {config.masked_url}"
+        error = driver_error(error_kind(*oracle_error_code(exc)), context, exc, config.password)
+        raise error from error.__cause__
+
+
+# -- one statement on a cursor, sync or async (what differs is only the awaiting) -----------------
+
+
+def prepare_cursor(oracledb: ModuleType, cursor: Any, params: dict[str, Any]) -> None:
+    """CLOB columns read as ``str``, and the long-text parameters (:data:`CLOB_PARAMS`) bound as CLOB.
+
+    Past 32 KiB a string bind is a LONG, which ``SELECT … FROM dual`` refuses
+    (ORA-01461); a CLOB read as a LOB would need another round trip per value.
+    """
+
+    def lobs_as_text(cursor: Any, metadata: Any) -> Any:  # python-oracledb >= 2: the two-argument form
+        if metadata.type_code is oracledb.DB_TYPE_CLOB:
+            return cursor.var(oracledb.DB_TYPE_LONG, arraysize=cursor.arraysize)
+        return None
+
+    cursor.outputtypehandler = lobs_as_text
+    clobs = {name: oracledb.DB_TYPE_CLOB for name in params if name in CLOB_PARAMS}
+    if clobs:
+        cursor.setinputsizes(**clobs)
+
+
+def array_counts(oracledb: ModuleType, cursor: Any) -> list[int]:
+    """The row count of each row of an ``executemany(..., batcherrors=True, arraydmlrowcounts=True)``.
+
+    A row that lost an insert race (ORA-00001: a concurrent insert of its id won) counts 0, like a
+    row the ``MERGE`` found present; any other row error is raised.
+    """
+    counts = [int(n) for n in cursor.getarraydmlrowcounts()]
+    for error in cursor.getbatcherrors():
+        if not is_unique_violation(getattr(error, "code", 0), getattr(error, "full_code", "")):
+            raise oracledb.DatabaseError(error)
+        counts[error.offset] = 0
+    return counts
+
+
+def _result(cursor: Any, rows: list[Any]) -> Result:
+    names = [column[0] for column in cursor.description]
+    return Result([decode_row(names, row) for row in rows], cursor.rowcount)
+
+
+class OracleSession(Protocol):
+    """One pooled Oracle session, its transaction open (Oracle begins one with the first change)."""
+
+    @property
+    def version(self) -> str:
+        """The server's version, ``"23.5.0.24.7"``."""
+
+    async def run(self, sql: str, params: dict[str, Any] | None = None) -> Result:
+        """Execute ``sql`` with ``params`` bound (CLOB handling by :func:`prepare_cursor`); rows fetched."""
+
+    async def run_many(self, sql: str, rows: list[dict[str, Any]]) -> list[int]:
+        """Execute ``sql`` once per bind set of ``rows`` in one round trip (array DML); each row's count."""
+
+    async def commit(self) -> None: ...
+
+
+class _BlockingSession:
+    """An :class:`OracleSession` over a blocking python-oracledb ``Connection``: nothing here suspends."""
+
+    __slots__ = ("_connection", "_oracledb")
+
+    def __init__(self, oracledb: ModuleType, connection: Any) -> None:
+        self._oracledb = oracledb
         self._connection = connection
 
-    def execute(self, statement: Statement) -> Result:
-        return self._storage._run(self._connection, statement)
+    @property
+    def version(self) -> str:
+        return str(self._connection.version)
+
+    async def run(self, sql: str, params: dict[str, Any] | None = None) -> Result:
+        with self._connection.cursor() as cursor:
+            prepare_cursor(self._oracledb, cursor, params or {})
+            cursor.execute(sql, params)
+            return _result(cursor, cursor.fetchall()) if cursor.description else Result([], cursor.rowcount)
+
+    async def run_many(self, sql: str, rows: list[dict[str, Any]]) -> list[int]:
+        with self._connection.cursor() as cursor:
+            prepare_cursor(self._oracledb, cursor, rows[0])
+            cursor.executemany(sql, rows, batcherrors=True, arraydmlrowcounts=True)
+            return array_counts(self._oracledb, cursor)
+
+    async def commit(self) -> None:
+        self._connection.commit()
 
 
-class OracleStorage(SqlStorage):
-    """Working memory in Oracle, in the tables the TypeScript Mastra adapter (``@mastra/oracledb``) uses."""
+class _AsyncSession:
+    """An :class:`OracleSession` over a python-oracledb ``AsyncConnection``."""
+
+    __slots__ = ("_connection", "_oracledb")
+
+    def __init__(self, oracledb: ModuleType, connection: Any) -> None:
+        self._oracledb = oracledb
+        self._connection = connection
+
+    @property
+    def version(self) -> str:
+        return str(self._connection.version)
+
+    async def run(self, sql: str, params: dict[str, Any] | None = None) -> Result:
+        with self._connection.cursor() as cursor:
+            prepare_cursor(self._oracledb, cursor, params or {})
+            await cursor.execute(sql, params)
+            return _result(cursor, await cursor.fetchall()) if cursor.description else Result([], cursor.rowcount)
+
+    async def run_many(self, sql: str, rows: list[dict[str, Any]]) -> list[int]:
+        with self._connection.cursor() as cursor:
+            prepare_cursor(self._oracledb, cursor, rows[0])
+            await cursor.executemany(sql, rows, batcherrors=True, arraydmlrowcounts=True)
+            return array_counts(self._oracledb, cursor)
+
+    async def commit(self) -> None:
+        await self._connection.commit()
+
+
+class _Transaction:
+    """The SQL core's :class:`~workmem.adapters.sql.Session`: statements rendered, then run on one session."""
+
+    __slots__ = ("_dialect", "_session")
+
+    def __init__(self, dialect: OracleDialect, session: OracleSession) -> None:
+        self._dialect = dialect
+        self._session = session
+
+    async def execute(self, statement: Statement) -> Result:
+        sql, params = self._dialect.render(statement)
+        return await self._session.run(sql, params)
+
+
+# -- the adapter, once ---------------------------------------------------------------------------
+
+
+class OracleHooks(SqlStorage):
+    """Working memory in Oracle, in the tables the TypeScript Mastra adapter (``@mastra/oracledb``) uses.
+
+    Everything but the pool's I/O, for :class:`OracleStorage` and :class:`AsyncOracleStorage`.
+    """
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
     dialect: OracleDialect
 
-    def __init__(self, config: OracleConfig, *, create: bool = True) -> None:
+    def __init__(self, config: OracleConfig, oracledb: ModuleType, pool: Any) -> None:
+        """Keep an opened pool; :meth:`_setup` then reads (or creates) the tables and sets :attr:`dialect`."""
+        super().__init__(OracleDialect(config.table_prefix))
         self._config = config
-        self._oracledb: ModuleType = import_driver("oracledb", "oracle")
+        self._oracledb = oracledb
+        self._pool = pool
         self._closed = False
-        with self._errors("connect"):
-            self._pool = self._oracledb.create_pool(
-                user=config.user,
-                password=config.password,
-                host=config.host,
-                port=config.port,
-                service_name=config.service_name,
-                min=config.min_size,
-                max=config.max_size,
-                increment=1,
-                getmode=self._oracledb.POOL_GETMODE_TIMEDWAIT,
-                wait_timeout=int(config.timeout * 1000),
-                tcp_connect_timeout=config.connect_timeout,
-                retry_count=0,
-                session_callback=self._setup_session,
-            )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._config.masked_url!r})"
+
+    # -- the I/O primitives each API implements ---------------------------------------------
+
+    @abstractmethod
+    def _session(self) -> AbstractAsyncContextManager[OracleSession]:
+        """A pooled session; whatever it did is rolled back unless it committed. Refused once closed."""
+
+    @abstractmethod
+    async def _close_pool(self) -> None:
+        """Close the pool, sessions in use included (the driver's errors unmapped)."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosedError(f"this {type(self).__name__} is closed ({self._config.masked_url})")
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _errors(self, action: str) -> AbstractContextManager[None]:
+        return mapped_errors(self._config, self._oracledb, action)
+
+    # -- statements and transactions ---------------------------------------------------------
+
+    async def _attempts(self, action: str, work: Callable[[OracleSession], Awaitable[T]], *, read: bool = False) -> T:
+        """``await work(session)`` in one transaction, committed unless ``read``; again if :func:`runs_again`."""
+        with self._errors(action):
+            attempt = 1
+            while True:
+                try:
+                    async with self._session() as session:
+                        value = await work(session)
+                        if not read:
+                            await session.commit()
+                        return value
+                except self._oracledb.Error as exc:
+                    if not runs_again(exc, attempt, read=read):
+                        raise
+                attempt += 1
+
+    def _statement(self, statement: Statement) -> Callable[[OracleSession], Awaitable[Result]]:
+        return lambda session: _Transaction(self.dialect, session).execute(statement)
+
+    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
+        return await self._attempts("statement", self._statement(statement), read=read)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[_Transaction]:
+        with self._errors("transaction"):
+            async with self._session() as session:
+                yield _Transaction(self.dialect, session)
+                await session.commit()
+
+    # -- what Oracle does differently: a MERGE returns no rows ------------------------------
+
+    async def _merge_then_read(
+        self, action: str, merge: Statement, thread_id: str, refused: Callable[[], WorkmemError]
+    ) -> Thread:
+        """Run ``merge``; row count 0 raises ``refused()``; else the stored row, read in the same transaction."""
+        run_merge, read_back = self._statement(merge), self._statement(self.dialect.select_thread(thread_id))
+
+        async def work(session: OracleSession) -> Thread:
+            if (await run_merge(session)).rowcount == 0:
+                raise refused()
+            return thread_from_row((await read_back(session)).rows[0])
+
+        return await self._attempts(action, work)
+
+    async def _create_thread(self, thread: Thread) -> Thread:
+        statement = self.dialect.create_thread(thread)  # inserts, or changes nothing when the id exists
+        return await self._merge_then_read("create_thread", statement, thread.id, lambda: ThreadExistsError(thread.id))
+
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+        statement = self.dialect.save_thread(thread, now)  # its update branch runs for the same owner only
+        refused = functools.partial(ThreadOwnershipError, thread.id, thread.resource_id)
+        return await self._merge_then_read("save_thread", statement, thread.id, refused)
+
+    # -- bulk inserts: one insert-only MERGE, array DML (executemany) over the batch -----------
+
+    async def _insert_each(self, action: str, ids: Sequence[str], statements: Sequence[Statement]) -> frozenset[str]:
+        """Run the same insert-only ``MERGE`` for each record in one round trip; the ids it found present."""
+        if not statements:
+            return frozenset()
+        rendered = [self.dialect.render(statement) for statement in statements]
+        sql = rendered[0][0]
+
+        async def work(session: OracleSession) -> frozenset[str]:
+            counts = await session.run_many(sql, [params for _, params in rendered])
+            return frozenset(record_id for record_id, count in zip(ids, counts, strict=True) if count == 0)
+
+        return await self._attempts(action, work)
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        statements = [self.dialect.create_resource(resource) for resource in resources]
+        return await self._insert_each("insert_resources", [r.id for r in resources], statements)
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        statements = [self.dialect.create_thread(thread) for thread in threads]
+        return await self._insert_each("insert_threads", [t.id for t in threads], statements)
+
+    # -- schema ------------------------------------------------------------------------------
+
+    async def _setup(self, create: bool) -> None:
+        """Create what is missing (unless not ``create``), then set :attr:`dialect`; close the pool on failure."""
         try:
-            dialect = self._prepare_schema(config.table_prefix, check_create(create))
+            self.dialect = await self._attempts("schema setup", lambda session: self._prepare_schema(session, create))
         except BaseException:
+            self._closed = True
             with suppress(self._oracledb.Error):
-                self._pool.close(force=True)
+                await self._close_pool()
             raise
-        super().__init__(dialect)
+
+    async def _prepare_schema(self, session: OracleSession, create: bool) -> OracleDialect:
+        """The dialect of the tables as they are, after creating the missing ones (if ``create``)."""
+        prefix = self._config.table_prefix
+        major = int(session.version.split(".")[0])
+        dialect = OracleDialect(prefix, native_json=major >= _NATIVE_JSON_VERSION)
+        if create:
+            try:
+                await self._create(session, dialect.ddl()[0])
+            except self._oracledb.DatabaseError as exc:
+                if not dialect.native_json or oracle_error_code(exc)[0] != INVALID_DATATYPE:
+                    raise
+                dialect = OracleDialect(prefix, native_json=False)  # 21c+ run with COMPATIBLE < 20
+            for ddl in dialect.ddl():
+                await self._create(session, ddl)
+        types = dict((await session.run(*dialect.render(dialect.metadata_types()))).rows)
+        missing = [name for name in (dialect.resources, dialect.threads) if name not in types]
+        if missing:  # only without create: the tables must be there (their metadata types say so)
+            raise missing_tables(self._config.masked_url, missing)
+        native = types[dialect.resources] == "JSON" and types[dialect.threads] == "JSON"
+        return OracleDialect(prefix, native_json=native)
+
+    async def _create(self, session: OracleSession, ddl: str) -> None:
+        """One ``CREATE``; "already exists" is success (Oracle has no ``IF NOT EXISTS`` before 23ai)."""
+        for attempt in range(1, _DDL_ATTEMPTS + 1):
+            try:
+                await session.run(ddl)
+                return
+            except self._oracledb.DatabaseError as exc:
+                code = oracle_error_code(exc)[0]
+                if code in ALREADY_EXISTS:
+                    return
+                if code != RESOURCE_BUSY or attempt == _DDL_ATTEMPTS:
+                    raise
+                await self._pause(0.1 * attempt)  # another session is creating the same table or index
+
+    async def _drop_tables(self) -> None:
+        if not self.dialect.table_prefix:
+            raise ValidationError("drop_tables() only drops the tables of a table_prefix")
+
+        async def work(session: OracleSession) -> None:
+            for ddl in self.dialect.drop_tables():
+                try:
+                    await session.run(ddl)
+                except self._oracledb.DatabaseError as exc:
+                    if oracle_error_code(exc)[0] != _TABLE_GONE:
+                        raise
+
+        await self._attempts("drop tables", work)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with self._errors("close"):
+            await self._close_pool()
+
+
+# -- the two APIs: only how the pool is opened and awaited -------------------------------------------
+
+
+class OracleStorage(OracleHooks, MemoryStorage):
+    """Oracle behind the sync API, on python-oracledb's blocking pool."""
+
+    async_adapter: ClassVar[str | None] = "workmem.adapters.oracle:AsyncOracleStorage"
+
+    def __init__(self, config: OracleConfig, *, create: bool = True) -> None:
+        oracledb = import_driver("oracledb", "oracle")
+        with mapped_errors(config, oracledb, "connect"):
+            pool = oracledb.create_pool(**pool_options(config, oracledb), session_callback=self._setup_session)
+        super().__init__(config, oracledb, pool)
+        run_sync(self._setup(check_create(create)))
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        create = options.pop("create", True)
-        return cls(parse_oracle_url(url, **options), create=create)
+        config, create = _split_create(url, options)
+        return cls(config, create=create)
 
-    def __repr__(self) -> str:
-        return f"OracleStorage({self._config.masked_url!r})"
-
-    # -- errors ----------------------------------------------------------------------
-
-    @contextmanager
-    def _errors(self, action: str) -> Iterator[None]:
-        """python-oracledb errors as workmem errors, the password masked (the driver never shows it)."""
-        try:
-            yield
-        except self._oracledb.Error as exc:
-            error = driver_error(
-                error_kind(*oracle_error_code(exc)),
-                f"Oracle {action} failed on {self._config.masked_url}",
-                exc,
-                self._config.password,
-            )
-            raise error from error.__cause__
-
-    # -- connections and statements --------------------------------------------------
-
-    def _setup_session(self, connection: Any, requested_tag: str | None) -> None:
-        connection.cursor().execute(SESSION_SETUP)
+    @staticmethod
+    def _setup_session(connection: Any, requested_tag: str | None) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(SESSION_SETUP)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        """A pooled session; whatever it did is rolled back unless the caller committed."""
-        if self._closed:
-            raise StorageClosedError(f"this OracleStorage is closed ({self._config.masked_url})")
+        """A pooled python-oracledb ``Connection``; whatever it did is rolled back unless the caller committed."""
+        self._check_open()
         connection = self._pool.acquire()
         try:
             yield connection
@@ -234,144 +570,63 @@ class OracleStorage(SqlStorage):
             with suppress(self._oracledb.Error):
                 self._pool.release(connection)
 
-    def _lobs_as_text(self, cursor: Any, metadata: Any) -> Any:
-        """Output type handler: CLOB columns arrive as ``str`` (python-oracledb >= 2 two-argument form)."""
-        if metadata.type_code is self._oracledb.DB_TYPE_CLOB:
-            return cursor.var(self._oracledb.DB_TYPE_LONG, arraysize=cursor.arraysize)
-        return None
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[OracleSession]:
+        with self._connection() as connection:
+            yield _BlockingSession(self._oracledb, connection)
 
-    def _run(self, connection: Any, statement: Statement) -> Result:
-        sql, params = self.dialect.render(statement)
-        cursor = connection.cursor()
-        cursor.outputtypehandler = self._lobs_as_text
-        clobs = {name: self._oracledb.DB_TYPE_CLOB for name in params if name in CLOB_PARAMS}
-        if clobs:
-            cursor.setinputsizes(**clobs)
-        cursor.execute(sql, params)
-        if not cursor.description:
-            return Result([], cursor.rowcount)
-        names = [column[0] for column in cursor.description]
-        return Result([decode_row(names, row) for row in cursor.fetchall()], cursor.rowcount)
-
-    def _attempts(self, action: str, work: Callable[[Any], T], *, read: bool = False) -> T:
-        """``work(connection)`` in one transaction, committed; run again after a lost insert race.
-
-        A read also runs again once after its pooled session turned out dead.
-        """
-        with self._errors(action):
-            for attempt in range(1, _ATTEMPTS + 1):
-                try:
-                    with self._connection() as connection:
-                        value = work(connection)
-                        if not read:
-                            connection.commit()
-                        return value
-                except self._oracledb.Error as exc:
-                    if attempt == _ATTEMPTS:
-                        raise
-                    if is_unique_violation(*oracle_error_code(exc)) and not read:
-                        continue
-                    if read and attempt == 1 and getattr(exc.args[0] if exc.args else None, "is_session_dead", False):
-                        continue
-                    raise
-        raise AssertionError("unreachable")
-
-    def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        return self._attempts("statement", lambda connection: self._run(connection, statement), read=read)
-
-    @contextmanager
-    def _transaction(self) -> Iterator[_Session]:
-        with self._errors("transaction"), self._connection() as connection:
-            yield _Session(self, connection)
-            connection.commit()
-
-    # -- schema ------------------------------------------------------------------------
-
-    def _prepare_schema(self, table_prefix: str, create: bool) -> OracleDialect:
-        """Create what is missing (unless not ``create``), then read which type ``metadata`` really has."""
-
-        def work(connection: Any) -> OracleDialect:
-            major = int(str(connection.version).split(".")[0])
-            dialect = OracleDialect(table_prefix, native_json=major >= _NATIVE_JSON_VERSION)
-            if not create:  # change nothing: the tables must be there (their metadata types say so)
-                types = dict(connection.cursor().execute(*dialect.render(dialect.metadata_types())).fetchall())
-                missing = [name for name in (dialect.resources, dialect.threads) if name not in types]
-                if missing:
-                    raise missing_tables(self._config.masked_url, missing)
-                native = types[dialect.resources] == "JSON" and types[dialect.threads] == "JSON"
-                return OracleDialect(table_prefix, native_json=native)
-            try:
-                self._create(connection, dialect.ddl()[0])
-            except self._oracledb.DatabaseError as exc:
-                if not dialect.native_json or oracle_error_code(exc)[0] != INVALID_DATATYPE:
-                    raise
-                dialect = OracleDialect(table_prefix, native_json=False)  # 21c+ run with COMPATIBLE < 20
-            for ddl in dialect.ddl():
-                self._create(connection, ddl)
-            types = dict(connection.cursor().execute(*dialect.render(dialect.metadata_types())).fetchall())
-            native = types.get(dialect.resources) == "JSON" and types.get(dialect.threads) == "JSON"
-            return OracleDialect(table_prefix, native_json=native)
-
-        return self._attempts("schema setup", work)
-
-    def _create(self, connection: Any, ddl: str) -> None:
-        """One ``CREATE``; "already exists" is success (Oracle has no ``IF NOT EXISTS`` before 23ai)."""
-        for attempt in range(1, _DDL_ATTEMPTS + 1):
-            try:
-                connection.cursor().execute(ddl)
-                return
-            except self._oracledb.DatabaseError as exc:
-                code = oracle_error_code(exc)[0]
-                if code in ALREADY_EXISTS:
-                    return
-                if code != RESOURCE_BUSY or attempt == _DDL_ATTEMPTS:
-                    raise
-                time.sleep(0.1 * attempt)  # another session is creating the same table or index
+    async def _close_pool(self) -> None:
+        self._pool.close(force=True)
 
     def drop_tables(self) -> None:
         """Drop this instance's tables; only allowed with a ``table_prefix`` (tests that made their own)."""
-        if not self.dialect.table_prefix:
-            raise ValidationError("drop_tables() only drops the tables of a table_prefix")
+        run_sync(self._drop_tables())
 
-        def work(connection: Any) -> None:
-            for ddl in self.dialect.drop_tables():
-                try:
-                    connection.cursor().execute(ddl)
-                except self._oracledb.DatabaseError as exc:
-                    if oracle_error_code(exc)[0] != 942:  # ORA-00942: already gone
-                        raise
 
-        self._attempts("drop tables", work)
+class AsyncOracleStorage(OracleHooks, AsyncMemoryStorage):
+    """Oracle behind the async API, on python-oracledb's asyncio pool (thin mode); open with :meth:`open`."""
 
-    # -- what Oracle does differently ---------------------------------------------------
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> Self:
+        """Open the pool and create what is missing (unless ``create=False``); options as :class:`OracleStorage`'s."""
+        config, create = _split_create(url, options)
+        oracledb = import_driver("oracledb", "oracle")
+        with mapped_errors(config, oracledb, "connect"):
+            pool = oracledb.create_pool_async(**pool_options(config, oracledb), session_callback=cls._setup_session)
+        storage = cls(config, oracledb, pool)
+        await storage._setup(create)
+        return storage
 
-    def create_thread(self, thread: Thread) -> Thread:
-        """As the contract says; a ``MERGE`` returns no rows, so the stored row is read in the same transaction."""
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    @staticmethod
+    async def _setup_session(connection: Any, requested_tag: str | None) -> None:
+        with connection.cursor() as cursor:
+            await cursor.execute(SESSION_SETUP)
 
-        def work(connection: Any) -> Thread:
-            if self._run(connection, self.dialect.create_thread(thread)).rowcount == 0:
-                raise ThreadExistsError(thread.id)
-            return thread_from_row(self._run(connection, self.dialect.select_thread(thread.id)).rows[0])
+    @asynccontextmanager
+    async def _session(self) -> AsyncIterator[OracleSession]:
+        self._check_open()
+        connection = await self._pool.acquire()
+        dropped = False
+        try:
+            yield _AsyncSession(self._oracledb, connection)
+        except asyncio.CancelledError:
+            # Cancelled mid-call: the session may be waiting on a reply; the pool replaces it.
+            dropped = True
+            with suppress(self._oracledb.Error):
+                await self._pool.drop(connection)
+            raise
+        except BaseException:
+            with suppress(self._oracledb.Error):  # keep the first error; the pool drops a dead session
+                await connection.rollback()
+            raise
+        finally:
+            if not dropped:
+                with suppress(self._oracledb.Error):
+                    await self._pool.release(connection)
 
-        return self._attempts("create_thread", work)
+    async def _close_pool(self) -> None:
+        await self._pool.close(force=True)
 
-    def save_thread(self, thread: Thread) -> Thread:
-        """As the contract says; a ``MERGE`` returns no rows, so the stored row is read in the same transaction."""
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
-
-        def work(connection: Any) -> Thread:
-            if self._run(connection, self.dialect.save_thread(thread, utc_now())).rowcount == 0:
-                raise ThreadOwnershipError(thread.id, thread.resource_id)
-            return thread_from_row(self._run(connection, self.dialect.select_thread(thread.id)).rows[0])
-
-        return self._attempts("save_thread", work)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        with self._errors("close"):
-            self._pool.close(force=True)
+    async def drop_tables(self) -> None:
+        """See :meth:`OracleStorage.drop_tables`."""
+        await self._drop_tables()

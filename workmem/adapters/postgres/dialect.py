@@ -79,6 +79,13 @@ _TABLES = (
   IF to_regclass('{s}.workmem_threads_resourceid_updatedat_idx') IS NULL THEN
     CREATE INDEX workmem_threads_resourceid_updatedat_idx ON {s}.{threads} ("resourceId", "updatedAt" DESC);
   END IF;
+  -- Keyset pages of every record (iter_threads, iter_resources) go by id in byte order.
+  IF to_regclass('{s}.workmem_threads_id_c_idx') IS NULL THEN
+    CREATE INDEX workmem_threads_id_c_idx ON {s}.{threads} (id COLLATE "C");
+  END IF;
+  IF to_regclass('{s}.workmem_resources_id_c_idx') IS NULL THEN
+    CREATE INDEX workmem_resources_id_c_idx ON {s}.{resources} (id COLLATE "C");
+  END IF;
 END $do$""",
 )
 
@@ -312,6 +319,10 @@ class PostgresDialect(Dialect):
 
     def json_param(self, name: str) -> str:
         return f"CAST(:{name} AS jsonb)"
+
+    def id_order(self, column: str = "id") -> str:
+        # Byte order of UTF-8 (code point order), whatever the database's collation; indexed (see _TABLES).
+        return f'{column} COLLATE "C"'
 
     def json_select(self, column: str) -> str:
         return f"CAST({column} AS text)"

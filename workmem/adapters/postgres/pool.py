@@ -22,7 +22,7 @@ from typing import Any
 
 from workmem.errors import BackendBusyError, StorageClosedError
 
-__all__ = ["ConnectionPool", "closed_by_server"]
+__all__ = ["ConnectionPool", "OutageLog", "busy_error", "closed_by_server"]
 
 log = logging.getLogger("workmem.adapters.postgres")
 
@@ -36,6 +36,42 @@ def closed_by_server(conn: Any) -> bool:
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+def busy_error(max_size: int, timeout: float, where: str) -> BackendBusyError:
+    """No connection came within ``timeout`` because all ``max_size`` were in use."""
+    return BackendBusyError(
+        f"all {max_size} connections to {where} stayed in use for {timeout:g} s (the max_size and timeout options)"
+    )
+
+
+class OutageLog:
+    """Says once per outage that the server is unreachable (a warning), and once that it is reachable again.
+
+    ``is_outage`` tells a failed connect that means the server cannot be reached
+    from one the server (or libpq) refused, which is no outage; ``describe``
+    gives an error's text with the secrets masked.
+    """
+
+    def __init__(
+        self, where: str, describe: Callable[[BaseException], str], is_outage: Callable[[BaseException], bool]
+    ) -> None:
+        self._where = where
+        self._describe = describe
+        self._is_outage = is_outage
+        self._down = False  # the last connect failed (logged once, until one succeeds)
+
+    def failed(self, exc: BaseException) -> None:
+        """A connect failed with ``exc``."""
+        if self._is_outage(exc) and not self._down:
+            self._down = True
+            log.warning("PostgreSQL at %s is unreachable: %s", self._where, self._describe(exc))
+
+    def succeeded(self) -> None:
+        """A connect succeeded."""
+        if self._down:
+            self._down = False
+            log.info("PostgreSQL at %s is reachable again", self._where)
 
 
 class ConnectionPool:
@@ -61,8 +97,7 @@ class ConnectionPool:
         is_outage: Callable[[BaseException], bool] = lambda exc: True,
     ) -> None:
         self._connect = connect
-        self._describe = describe
-        self._is_outage = is_outage
+        self._outages = OutageLog(where, describe, is_outage)
         self._max_size = max_size
         self._timeout = timeout
         self._where = where
@@ -70,7 +105,6 @@ class ConnectionPool:
         self._open = 0  # connections lent out or idle
         self._changed = threading.Condition(threading.Lock())
         self._closed = False
-        self._down = False  # the last connect failed (logged once, until one succeeds)
 
     @property
     def closed(self) -> bool:
@@ -93,10 +127,7 @@ class ConnectionPool:
                         break
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise BackendBusyError(
-                            f"all {self._max_size} connections to {self._where} stayed in use for "
-                            f"{self._timeout:g} s (the max_size and timeout options)"
-                        )
+                        raise busy_error(self._max_size, self._timeout, self._where)
                     self._changed.wait(remaining)
             if conn is None:
                 return self._open_one()
@@ -110,15 +141,9 @@ class ConnectionPool:
             conn = self._connect()
         except BaseException as exc:
             self._forget()
-            if not self._is_outage(exc):
-                raise  # the server answered and said no (a login it refuses), or the URL is wrong: no outage
-            if not self._down:
-                self._down = True
-                log.warning("PostgreSQL at %s is unreachable: %s", self._where, self._describe(exc))
+            self._outages.failed(exc)
             raise
-        if self._down:
-            self._down = False
-            log.info("PostgreSQL at %s is reachable again", self._where)
+        self._outages.succeeded()
         return conn
 
     def give(self, conn: Any) -> None:

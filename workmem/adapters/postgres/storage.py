@@ -11,11 +11,14 @@ wait when all ``max_size`` are in use, default 30), ``connect_timeout``
 (default ``True``; ``False`` creates nothing, for a SELECT-only role: the
 tables must exist).
 
-Driver: psycopg 3 (``pip install 'workmem[postgres]'``), with workmem's own
-pool (:mod:`workmem.adapters.postgres.pool`): a connection is opened in the
-calling thread when none is idle, so while the server is down a call fails
-within ``connect_timeout`` with the driver's reason (``Connection refused``,
-``timeout expired``), and the first call after it is back connects at once.
+Driver: psycopg 3 (``pip install 'workmem[postgres]'``). :class:`PostgresStorage`
+(sync) uses workmem's own pool (:mod:`workmem.adapters.postgres.pool`): a
+connection is opened in the calling thread when none is idle, so while the
+server is down a call fails within ``connect_timeout`` with the driver's reason
+(``Connection refused``, ``timeout expired``), and the first call after it is
+back connects at once. :class:`AsyncPostgresStorage` (``connect_async``) awaits
+psycopg's async connections from a ``psycopg_pool.AsyncConnectionPool``, kept
+to the same promises (see the class).
 Every operation is one statement on an autocommit connection, so it is atomic
 and one round trip. A connection the server closed (restart,
 ``pg_terminate_backend``) is noticed before use, without a round trip, and
@@ -23,17 +26,26 @@ replaced; a read (or the ``BEGIN`` of a read-modify-write) that still meets
 a dropped connection is tried once more on a new one, a write never is: it
 may have run before the connection dropped. Errors are classified by SQLSTATE
 (:mod:`workmem.adapters.postgres.sqlstate`): worth retrying or refused.
+
+Both classes share every decision (:class:`_PostgresCommon`: URL and options,
+errors, the retry rule, transactions, table setup); they differ only in the
+four driver calls of its port (:meth:`~_PostgresCommon._checkout`,
+:meth:`~_PostgresCommon._give`, :meth:`~_PostgresCommon._query`, closing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, ClassVar, Self
+import asyncio
+import time
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any, ClassVar, NoReturn, Self, TypeVar
 from urllib.parse import unquote
 
 from workmem.adapters.sql import Result, SqlStorage, Statement
 from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable
+from workmem.aio import AsyncMemoryStorage
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
@@ -41,6 +53,7 @@ from workmem.errors import (
     WorkingMemoryFormatError,
     WorkmemError,
 )
+from workmem.flows import run_sync
 from workmem.kit import (
     check_number,
     check_options,
@@ -52,7 +65,7 @@ from workmem.kit import (
     split_userinfo,
     url_secrets,
 )
-from workmem.storage import Capabilities, check_create, missing_tables
+from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import (
     EXACT_CHECK_ERROR,
@@ -62,14 +75,30 @@ from .dialect import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
-from .pool import ConnectionPool, log
+from .pool import ConnectionPool, OutageLog, busy_error, closed_by_server, log
 from .sqlstate import error_kind
 
-__all__ = ["PostgresStorage", "parse_postgres_url"]
+__all__ = ["AsyncPostgresStorage", "PostgresStorage", "parse_postgres_url"]
+
+T = TypeVar("T")
 
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 _OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema", "create"})
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
+_INSUFFICIENT_PRIVILEGE = "42501"
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open, no statement running
+
+_SESSION_SETUP = "SET TIME ZONE 'UTC'"
+"""Run on every new connection: timestamps come back in UTC (psycopg then uses ``datetime.UTC``).
+
+Every statement names its time zone explicitly, so this changes no value,
+only how psycopg hands timestamps over: the row mapper takes them as they are.
+"""
+
+_MISSING_TABLES = (
+    "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
+    "WHERE to_regclass(format('%%I.%%I', CAST(%s AS text), name)) IS NULL ORDER BY n"
+)
 
 
 def parse_postgres_url(url: str) -> tuple[str, str]:
@@ -113,35 +142,32 @@ def _has_parameter(psycopg: Any, conninfo: str, name: str) -> bool:
         return False
 
 
-def _configure(conn: Any) -> None:
-    """Session setup of a new pooled connection: timestamps come back in UTC (psycopg then uses ``datetime.UTC``).
-
-    Every statement names its time zone explicitly, so this changes no value,
-    only how psycopg hands timestamps over: the row mapper takes them as they are.
-    """
-    conn.execute("SET TIME ZONE 'UTC'")
-
-
 class _Session:
-    def __init__(self, dialect: PostgresDialect, conn: Any) -> None:
-        self._dialect = dialect
+    """The open transaction of :meth:`_PostgresCommon._transaction`."""
+
+    __slots__ = ("_conn", "_storage")
+
+    def __init__(self, storage: _PostgresCommon, conn: Any) -> None:
+        self._storage = storage
         self._conn = conn
 
-    def execute(self, statement: Statement) -> Result:
-        return _run(self._conn, self._dialect, statement)
+    async def execute(self, statement: Statement) -> Result:
+        return await self._storage._query(self._conn, *self._storage.dialect.render(statement))
 
 
-def _run(conn: Any, dialect: PostgresDialect, statement: Statement) -> Result:
-    sql, params = dialect.render(statement)
-    cursor = conn.execute(sql, params)
-    return Result(cursor.fetchall() if cursor.description else [], cursor.rowcount)
+class _PostgresCommon(SqlStorage):
+    """Everything the sync and the async PostgreSQL storage decide alike, over a port of four driver calls.
 
-
-class PostgresStorage(SqlStorage):
-    """Working memory in PostgreSQL, in the tables the TypeScript Mastra adapter uses."""
+    The port: :meth:`_checkout` (a connection, the driver's error if none can
+    be opened), :meth:`_give` (back to the pool: kept only when open and idle),
+    :meth:`_query` (one statement on a connection) and ``_close``. The sync
+    class implements them with the blocking driver (they never suspend, see
+    :func:`workmem.flows.run_sync`), the async one with psycopg's async API.
+    """
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
     dialect: PostgresDialect
+    _pool: Any = None  # the connection pool; none until the tables are set up (async) or being set up (sync)
 
     def __init__(
         self,
@@ -164,35 +190,40 @@ class PostgresStorage(SqlStorage):
         self._connect_options: dict[str, Any] = {"autocommit": True}
         if connect_timeout is not None or not _has_parameter(self._psycopg, conninfo, "connect_timeout"):
             self._connect_options["connect_timeout"] = 10 if connect_timeout is None else connect_timeout
-        self._pool = ConnectionPool(
-            self._open_connection,
-            max_size=max_size,
-            timeout=timeout,
-            where=self._url,
-            describe=lambda exc: mask_secrets(str(exc), *self._secrets),
-            is_outage=lambda exc: isinstance(self._error(exc), BackendUnavailableError),
-        )
-        create = check_create(create)
-        conns = [self._take()]  # the first connection runs the setup, then joins the pool
-        try:
-            self._setup(conns[0], create)
-            conns += [self._take() for _ in range(min_size - 1)]
-        except BaseException:
-            self._pool.close()
-            raise
-        finally:
-            for conn in conns:
-                self._pool.give(conn)  # closed if the pool was
+        self._min_size = min_size
+        self._max_size = max_size
+        self._timeout = timeout
+        self._create = check_create(create)
+        self._start()
+
+    @abstractmethod
+    def _start(self) -> None:
+        """The rest of the constructor: the sync class opens its pool and sets up the tables (the async one in open)."""
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
+    def _arguments(cls, url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """``(conninfo, options)`` for the constructor, from a URL and ``connect()``'s options."""
         check_options(options, _OPTIONS, "PostgreSQL")
         conninfo, schema = parse_postgres_url(url)
         options.setdefault("schema", schema)
-        return cls(conninfo, url=url, **options)
+        return conninfo, {**options, "url": url}
 
     def __repr__(self) -> str:
-        return f"PostgresStorage({self._url!r}, schema={self.dialect.schema!r})"
+        return f"{type(self).__name__}({self._url!r}, schema={self.dialect.schema!r})"
+
+    # -- the port ----------------------------------------------------------------------
+
+    @abstractmethod
+    async def _checkout(self) -> Any:
+        """A live connection for this caller alone, until :meth:`_give`; the driver's error if none can be opened."""
+
+    @abstractmethod
+    async def _give(self, conn: Any) -> None:
+        """Give ``conn`` back; it is kept only when open and idle (no transaction left open), and never lost."""
+
+    @abstractmethod
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        """Run ``sql`` on ``conn``; the driver's error as raised."""
 
     # -- errors ----------------------------------------------------------------------
 
@@ -207,9 +238,8 @@ class PostgresStorage(SqlStorage):
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
             error.__cause__ = exc
             return error
-        pool = getattr(self, "_pool", None)  # none yet while the tables are set up
-        if pool is not None and pool.closed:
-            return StorageClosedError(f"this PostgresStorage is closed ({self._url})")
+        if self._pool is not None and self._pool.closed:
+            return StorageClosedError(f"this {type(self).__name__} is closed ({self._url})")
         connection_error = isinstance(exc, self._psycopg.OperationalError | self._psycopg.InterfaceError)
         return driver_error(
             error_kind(state, str(exc), connection_error=connection_error),
@@ -218,117 +248,404 @@ class PostgresStorage(SqlStorage):
             *self._secrets,
         )
 
+    def _raise(self, exc: BaseException) -> NoReturn:
+        """Raise the workmem error for the driver's ``exc``, secrets masked."""
+        error = self._error(exc)
+        raise error from error.__cause__
+
     def _retryable(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection was lost (not a query error)."""
         state = getattr(exc, "sqlstate", None)
         lost = state is None or state.startswith("08") or state in _RETRYABLE_STATES
         return lost and isinstance(exc, self._psycopg.OperationalError)
 
-    # -- connections -----------------------------------------------------------------
+    def _describe(self, exc: BaseException) -> str:
+        return mask_secrets(str(exc), *self._secrets)
+
+    def _is_outage(self, exc: BaseException) -> bool:
+        return isinstance(self._error(exc), BackendUnavailableError)
+
+    # -- statements and transactions -------------------------------------------------
+
+    async def _take(self) -> Any:
+        """A live pooled connection; a connection that cannot be opened raises the mapped driver error."""
+        try:
+            return await self._checkout()
+        except self._psycopg.Error as exc:
+            self._raise(exc)
+
+    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
+        sql, params = self.dialect.render(statement)
+        for attempt in (1, 2):
+            conn = await self._take()  # failing to connect is not retried: the reason comes back at once
+            try:
+                return await self._query(conn, sql, params)
+            except self._psycopg.Error as exc:
+                if read and attempt == 1 and self._retryable(exc):
+                    continue  # a read is safe to repeat on a fresh connection
+                self._raise(exc)
+            finally:
+                await self._give(conn)  # kept only when still open and idle
+        raise AssertionError("unreachable")
+
+    async def _begin(self) -> Any:
+        """A pooled connection inside a new transaction; ``BEGIN`` meeting a lost connection is tried once more."""
+        for attempt in (1, 2):
+            conn = await self._take()
+            try:
+                await self._query(conn, "BEGIN")
+                return conn
+            except BaseException as exc:  # cancelled too: a connection left in a transaction is not kept
+                await self._give(conn)
+                if not isinstance(exc, self._psycopg.Error):
+                    raise
+                if attempt == 1 and self._retryable(exc):
+                    continue  # nothing of the transaction ran yet: safe on a fresh connection
+                self._raise(exc)
+        raise AssertionError("unreachable")
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[_Session]:
+        """A transaction on a pooled connection, committed when the block ends (rolled back if it raises)."""
+        conn = await self._begin()
+        try:
+            async with self._committed(conn):
+                yield _Session(self, conn)
+        except self._psycopg.Error as exc:
+            self._raise(exc)
+        finally:
+            await self._give(conn)  # a connection left in a transaction (a failed rollback) is closed
+
+    @asynccontextmanager
+    async def _committed(self, conn: Any) -> AsyncIterator[None]:
+        """``COMMIT`` the transaction open on ``conn`` when the block ends, or roll it back if the block raises.
+
+        A cancelled block is rolled back too: nothing of it is written.
+        """
+        try:
+            yield
+        except BaseException:
+            await self._rollback(conn)
+            raise
+        await self._query(conn, "COMMIT")
+
+    async def _rollback(self, conn: Any) -> None:
+        """Roll back, unless the connection is gone (the server then rolled back itself); driver errors are ignored."""
+        if conn.closed or conn.broken:
+            return
+        try:
+            await self._query(conn, "ROLLBACK")
+        except self._psycopg.Error:
+            log.debug("error ignored rolling back on %s", self._url, exc_info=True)
+
+    async def _setup(self, conn: Any) -> None:
+        """Create what is missing; with ``create=False`` only check (one read) that the tables are there."""
+        names = self.dialect.required_tables()
+        schema = self.dialect.schema or "public"
+        try:
+            if not self._create:
+                missing = [row[0] for row in (await self._query(conn, _MISSING_TABLES, (names, schema))).rows]
+                if missing:
+                    raise missing_tables(f"{self._url} (schema {schema})", missing)
+                return
+            await self._query(conn, "BEGIN")
+            async with self._committed(conn):
+                for sql in self.dialect.ddl():
+                    await self._query(conn, sql)
+        except self._psycopg.Error as exc:
+            error = self._error(exc)
+            if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
+                error.args = (f"{error}; a role that may not create tables connects with create=False",)
+            raise error from error.__cause__
+
+
+class PostgresStorage(_PostgresCommon, MemoryStorage):
+    """Working memory in PostgreSQL, in the tables the TypeScript Mastra adapter uses."""
+
+    async_adapter: ClassVar[str | None] = "workmem.adapters.postgres:AsyncPostgresStorage"
+
+    def _start(self) -> None:
+        self._pool = ConnectionPool(
+            self._open_connection,
+            max_size=self._max_size,
+            timeout=self._timeout,
+            where=self._url,
+            describe=self._describe,
+            is_outage=self._is_outage,
+        )
+        conns = [run_sync(self._take())]  # the first connection runs the setup, then joins the pool
+        try:
+            run_sync(self._setup(conns[0]))
+            conns += [run_sync(self._take()) for _ in range(self._min_size - 1)]
+        except BaseException:
+            self._pool.close()
+            raise
+        finally:
+            for conn in conns:
+                self._pool.give(conn)  # closed if the pool was
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        conninfo, settings = cls._arguments(url, options)
+        return cls(conninfo, **settings)
 
     def _open_connection(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""
         conn = self._psycopg.Connection.connect(self._conninfo, **self._connect_options)
         try:
-            _configure(conn)
+            conn.execute(_SESSION_SETUP)
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _take(self) -> Any:
-        """A live pooled connection; a connection that cannot be opened raises the mapped driver error."""
-        try:
-            return self._pool.take()
-        except self._psycopg.Error as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+    async def _checkout(self) -> Any:
+        return self._pool.take()
 
-    def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        for attempt in (1, 2):
-            conn = self._take()  # failing to connect is not retried: the reason comes back at once
-            try:
-                return _run(conn, self.dialect, statement)
-            except self._psycopg.Error as exc:
-                if read and attempt == 1 and self._retryable(exc):
-                    continue  # a read is safe to repeat on a fresh connection
-                error = self._error(exc)
-                raise error from error.__cause__
-            finally:
-                self._pool.give(conn)  # kept only when still open and idle
-        raise AssertionError("unreachable")
+    async def _give(self, conn: Any) -> None:
+        self._pool.give(conn)
 
-    def _begin(self) -> Any:
-        """A pooled connection inside a new transaction; ``BEGIN`` meeting a lost connection is tried once more."""
-        for attempt in (1, 2):
-            conn = self._take()
-            try:
-                conn.execute("BEGIN")
-                return conn
-            except self._psycopg.Error as exc:
-                self._pool.give(conn)
-                if attempt == 1 and self._retryable(exc):
-                    continue  # nothing of the transaction ran yet: safe on a fresh connection
-                error = self._error(exc)
-                raise error from error.__cause__
-        raise AssertionError("unreachable")
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        cursor = conn.execute(sql, params)
+        return Result(cursor.fetchall() if cursor.description else [], cursor.rowcount)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[_Session]:
-        conn = self._begin()
-        try:
-            with self._committed(conn):
-                yield _Session(self.dialect, conn)
-        except self._psycopg.Error as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
-        finally:
-            self._pool.give(conn)  # a connection left in a transaction (a failed rollback) is closed
-
-    @contextmanager
-    def _committed(self, conn: Any) -> Iterator[None]:
-        """``COMMIT`` the transaction open on ``conn`` when the block ends, or roll it back if the block raises."""
-        try:
-            yield
-        except BaseException:
-            self._rollback(conn)
-            raise
-        conn.execute("COMMIT")
-
-    def _rollback(self, conn: Any) -> None:
-        """Roll back, unless the connection is gone (the server then rolled back itself); never raises."""
-        if conn.closed or conn.broken:
-            return
-        try:
-            conn.execute("ROLLBACK")
-        except self._psycopg.Error:
-            log.debug("error ignored rolling back on %s", self._url, exc_info=True)
-
-    def _setup(self, conn: Any, create: bool) -> None:
-        """Create what is missing; with ``create=False`` only check (one read) that the tables are there."""
-        names = self.dialect.required_tables()
-        try:
-            if not create:
-                missing = [
-                    row[0]
-                    for row in conn.execute(
-                        "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
-                        "WHERE to_regclass(format('%%I.%%I', CAST(%s AS text), name)) IS NULL ORDER BY n",
-                        (names, self.dialect.schema or "public"),
-                    ).fetchall()
-                ]
-                if missing:
-                    raise missing_tables(f"{self._url} (schema {self.dialect.schema or 'public'})", missing)
-                return
-            conn.execute("BEGIN")
-            with self._committed(conn):
-                for sql in self.dialect.ddl():
-                    conn.execute(sql)
-        except self._psycopg.Error as exc:
-            error = self._error(exc)
-            if create and getattr(exc, "sqlstate", None) == "42501":  # insufficient privilege: say what to do
-                error.args = (f"{error}; a role that may not create tables connects with create=False",)
-            raise error from error.__cause__
-
-    def close(self) -> None:
+    async def _close(self) -> None:
         self._pool.close()
+
+
+class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
+    """:class:`PostgresStorage` for the async API, on psycopg's async connections (``connect_async``).
+
+    The connections come from a ``psycopg_pool.AsyncConnectionPool`` of
+    ``min_size`` .. ``max_size`` connections. Kept to the sync adapter's
+    promises on outages: a pool that cannot connect fails the calls waiting for
+    it at once, with the driver's reason; while a connect has failed, each call
+    connects on its own (within ``connect_timeout``, failing with the reason), so
+    the first call after the server is back works and the pool fills again.
+
+    Cancelling a call is safe: a statement cancelled in flight is cancelled in
+    the server too (autocommit: it ran whole or not at all), a read-modify-write
+    transaction is rolled back, and the connection goes back to the pool idle
+    (closed if it cannot be made so).
+    """
+
+    def _start(self) -> None:
+        """Nothing is opened here: ``await AsyncPostgresStorage.open(url)`` (or ``connect_async``) opens it."""
+        self._pool_module = import_driver("psycopg_pool", "postgres")
+        self._outages = OutageLog(self._url, self._describe, self._is_outage)
+        self._connect_error: BaseException | None = None  # why the last connect failed; None once one succeeds
+        self._recovered_at = 0.0  # when the last successful connect began: older attempts failing are stale
+        self._connect_failed_now: asyncio.Future[BaseException] | None = None  # resolved when a connect fails
+        self._own: set[Any] = set()  # connections opened by a caller, outside the pool: closed when given back
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> Self:
+        conninfo, settings = cls._arguments(url, options)
+        storage = cls(conninfo, **settings)
+        await storage._open()
+        return storage
+
+    async def _open(self) -> None:
+        """Set up the tables on a connection of its own (fails fast, with the reason), then fill the pool."""
+        self._connect_failed_now = asyncio.get_running_loop().create_future()
+        self._connection_class = _reporting_connection(self._psycopg.AsyncConnection, self)
+        conn = await self._take()  # no pool yet: a connection of its own, given the reason if it fails
+        try:
+            await self._setup(conn)
+        finally:
+            await self._give(conn)
+        pool = self._pool_module.AsyncConnectionPool(
+            self._conninfo,
+            connection_class=self._connection_class,
+            kwargs=self._connect_options,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            open=False,
+            configure=_configure,
+            timeout=self._timeout,
+            name=f"workmem {self._url}",
+            # A connect that failed is not retried on a backoff in the background (which would delay the first
+            # call after an outage); the next call that needs a connection tries at once.
+            reconnect_timeout=0.0,
+            reconnect_failed=self._gave_up,
+        )
+        try:
+            await self._unless_connecting_fails(pool.open(wait=True, timeout=self._timeout))
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, self._pool_module.PoolTimeout):
+                if self._connect_error is None:
+                    raise BackendUnavailableError(
+                        f"{self._min_size} connections to {self._url} did not open within {self._timeout:g} s "
+                        "(the min_size and timeout options)"
+                    ) from None
+                exc = self._connect_error
+            if isinstance(exc, self._psycopg.Error):
+                self._raise(exc)
+            raise
+        self._pool = pool
+
+    # -- connects, reported ------------------------------------------------------------
+
+    def _connected(self, began: float) -> None:
+        self._connect_error = None
+        self._recovered_at = max(self._recovered_at, began)
+        self._outages.succeeded()
+
+    def _not_connected(self, exc: BaseException, began: float) -> None:
+        if began < self._recovered_at:
+            return  # begun before a later connect succeeded: that one says the server is there
+        self._connect_error = exc
+        self._outages.failed(exc)
+        failed, self._connect_failed_now = self._connect_failed_now, asyncio.get_running_loop().create_future()
+        if failed is not None and not failed.done():
+            failed.set_result(exc)
+
+    async def _gave_up(self, pool: Any) -> None:
+        """The pool stopped trying to add a connection: calls still waiting get it to try again, or fail."""
+        if pool.get_stats().get("requests_waiting", 0):
+            await pool.check()  # with no connection idle: starts a new connect
+
+    async def _unless_connecting_fails(self, waiting: Awaitable[T], salvage: Callable[[T], None] | None = None) -> T:
+        """Await ``waiting`` (for the pool), unless a connect fails first: then raise the driver's error at once.
+
+        ``salvage`` gets what ``waiting`` returns after all, once it was given up.
+        """
+        failed = self._connect_failed_now
+        assert failed is not None
+        task = asyncio.ensure_future(waiting)
+        try:
+            await asyncio.wait((task, failed), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            self._abandon(task, salvage)
+            raise
+        if task.done():
+            return task.result()
+        self._abandon(task, salvage)
+        raise failed.result()
+
+    def _abandon(self, task: asyncio.Future[T], salvage: Callable[[T], None] | None) -> None:
+        def done(task: asyncio.Future[T]) -> None:
+            if not task.cancelled() and task.exception() is None and salvage is not None:
+                salvage(task.result())
+
+        task.add_done_callback(done)
+        task.cancel()
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- the port ----------------------------------------------------------------------
+
+    async def _checkout(self) -> Any:
+        while True:
+            if self._pool is not None and self._pool.closed:
+                raise StorageClosedError(f"this {type(self).__name__} is closed ({self._url})")
+            if self._pool is None or self._connect_error is not None:
+                return await self._connect_own()
+            conn = await self._from_pool()
+            if not closed_by_server(conn):
+                return conn
+            log.debug("dropping a connection to %s that the server closed", self._url)
+            await self._give(conn, close=True)  # the pool replaces it
+
+    async def _connect_own(self) -> Any:
+        """A connection of this caller's own (no pool yet, or the last connect failed), within ``connect_timeout``."""
+        conn = await self._connection_class.connect(self._conninfo, **self._connect_options)
+        try:
+            await _configure(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        self._own.add(conn)
+        return conn
+
+    async def _from_pool(self) -> Any:
+        pool = self._pool
+        try:
+            if pool.get_stats().get("pool_available", 0):
+                return await pool.getconn()  # one is idle: no wait
+            return await self._unless_connecting_fails(pool.getconn(), self._give_later)
+        except self._pool_module.PoolTimeout:
+            if self._connect_error is not None:
+                self._raise(self._connect_error)
+            raise busy_error(self._max_size, self._timeout, self._url) from None
+
+    def _give_later(self, conn: Any) -> None:
+        self._spawn(self._give(conn))
+
+    async def _give(self, conn: Any, *, close: bool = False) -> None:
+        # A call cancelled while giving its connection back still gives it back.
+        await _to_the_end(self._give_back(conn, close), self._spawn)
+
+    async def _give_back(self, conn: Any, close: bool) -> None:
+        if close or (conn.info.transaction_status != _IDLE and not conn.closed):
+            await conn.close()  # left in a transaction, or a statement in flight: the server rolls back
+        if conn in self._own:
+            self._own.discard(conn)
+            await conn.close()
+        else:
+            await self._pool.putconn(conn)  # a closed connection is replaced
+
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        cursor = await conn.execute(sql, params)
+        return Result(await cursor.fetchall() if cursor.description else [], cursor.rowcount)
+
+    async def _close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+
+
+async def _to_the_end(work: Coroutine[Any, Any, None], spawn: Callable[[Awaitable[None]], Awaitable[None]]) -> None:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile.
+
+    It runs inline (no task, no turn of the event loop) as long as it does not
+    suspend, which is the common case (a pool lock nobody holds); from its first
+    suspension on it is finished by a task of its own (``spawn``), shielded
+    from the caller's cancellation.
+    """
+    try:
+        waiting = work.send(None)
+    except StopIteration:
+        return
+    await asyncio.shield(spawn(_resumed(work, waiting)))
+
+
+async def _resumed(work: Coroutine[Any, Any, None], waiting: Any) -> None:
+    """Go on with ``work``, suspended on ``waiting`` (what it yielded: a future, or ``None`` for one turn)."""
+    while True:
+        if waiting is None:
+            await asyncio.sleep(0)
+        else:
+            await asyncio.wait((waiting,))  # its result (or error) is read by ``work`` when resumed
+        try:
+            waiting = work.send(None)
+        except StopIteration:
+            return
+
+
+async def _configure(conn: Any) -> None:
+    """Session setup of a new async connection (:data:`_SESSION_SETUP`)."""
+    await conn.execute(_SESSION_SETUP)
+
+
+def _reporting_connection(base: Any, storage: AsyncPostgresStorage) -> Any:
+    """``base`` (psycopg's ``AsyncConnection``) whose ``connect`` tells ``storage`` whether it succeeded."""
+
+    class ReportingConnection(base):  # type: ignore[misc]
+        @classmethod
+        async def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            began = time.monotonic()
+            try:
+                conn = await super().connect(*args, **kwargs)
+            except Exception as exc:
+                storage._not_connected(exc, began)
+                raise
+            storage._connected(began)
+            return conn
+
+    return ReportingConnection

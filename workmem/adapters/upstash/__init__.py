@@ -20,13 +20,34 @@ scored by epoch milliseconds), kept exact by every workmem write, so
 written by the TypeScript adapter are not in them until
 :meth:`UpstashStorage.reindex` runs.
 
+Iteration (``iter_resources``/``iter_threads``, ``resource_page``/``thread_page``)
+walks two more sorted sets, ``workmem:ids:resources`` and ``workmem:ids:threads``
+(every id, score 0, so ``ZRANGEBYLEX`` is byte order, i.e. code-point order),
+kept exact by every workmem write in the same script as the document. Records
+the TypeScript adapter wrote are not in them: the first page of an iteration
+(``after=None``) adds them with one ``SCAN`` of the record keys (batch by batch,
+memory flat; O(keys in the database) once per iteration), and a page drops the
+ids whose document is gone. A page with ``after`` set reads the id set only, so
+it sees another program's records from the last first page (or ``reindex()``) on.
+Iterating writes to the id sets, so it needs a read-write token.
+
+Bulk inserts (``insert_resources``/``insert_threads``) run one Lua script per
+batch (up to 200 records or about 512 KiB): each record is written, with its id
+set and index entries, only where its document is missing; present ids are
+returned and left as they are, whoever owns them.
+
 Atomicity: every write is one Lua compare-and-set script (document plus index
 entries). JSON is parsed, merged and printed in Python only; the scripts never
 touch cjson, so numbers, ``[]``/``{}`` and Unicode round-trip exactly.
+
+Async: ``await workmem.connect_async(url)`` opens :class:`AsyncUpstashStorage`
+on the ``upstash_redis.asyncio`` client (same URL, options, keys and scripts;
+``await store.reindex()``). A cancelled call leaves no partial write: each
+write is one script, sent whole or not at all.
 """
 
 from __future__ import annotations
 
-from .storage import ReindexResult, UpstashStorage
+from .storage import AsyncUpstashStorage, ReindexResult, UpstashStorage
 
-__all__ = ["ReindexResult", "UpstashStorage"]
+__all__ = ["AsyncUpstashStorage", "ReindexResult", "UpstashStorage"]

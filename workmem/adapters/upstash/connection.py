@@ -1,17 +1,21 @@
-"""Reaching Upstash: URL parsing and the REST client wrapper that maps its errors.
+"""Reaching Upstash: URL parsing and the REST clients that map its errors.
 
-The ``upstash-redis`` driver is imported here, on first use. Its token never
-leaves this module: it is not in any ``repr`` and is masked out of every
-error message.
+The ``upstash-redis`` driver is imported here, on first use: its blocking
+``upstash_redis.Redis`` for :class:`RestClient` and ``upstash_redis.asyncio.Redis``
+for :class:`AsyncRestClient`. Both share everything but the transport
+(:class:`BaseRestClient`: error mapping, ``EVALSHA`` fallback, script loading).
+The token never leaves this module: it is not in any ``repr`` and is masked out
+of every error message.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from workmem.errors import (
@@ -21,11 +25,14 @@ from workmem.errors import (
     StorageClosedError,
     ValidationError,
 )
+from workmem.flows import run_sync
 from workmem.kit import check_number, import_driver, mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
 
-from .scripts import Script
+from .scripts import SCRIPTS, Script
 
-__all__ = ["ENV_TOKEN", "ENV_URL", "RestClient", "UpstashSettings"]
+__all__ = ["ENV_TOKEN", "ENV_URL", "AsyncRestClient", "BaseRestClient", "RestClient", "UpstashSettings", "ready"]
+
+C = TypeVar("C", bound="BaseRestClient")
 
 ENV_URL = "UPSTASH_REDIS_REST_URL"
 ENV_TOKEN = "UPSTASH_REDIS_REST_TOKEN"
@@ -115,34 +122,61 @@ class _NoScript(Exception):
     """The server does not have the script cached (``NOSCRIPT``)."""
 
 
-class RestClient:
-    """The ``upstash_redis.Redis`` client, with errors mapped to workmem's and ``EVALSHA`` falling back to ``EVAL``."""
+def _driver_options(settings: UpstashSettings) -> dict[str, Any]:
+    """The keyword arguments of both ``upstash_redis`` clients (sync and async take the same)."""
+    return {
+        "url": settings.rest_url,
+        "token": settings.token,
+        "rest_retries": settings.retries,
+        "rest_retry_interval": settings.retry_interval,
+        "allow_telemetry": False,
+    }
 
-    def __init__(self, settings: UpstashSettings) -> None:
-        driver = import_driver("upstash_redis", "upstash")
+
+def _with_timeout(redis: Any, timeout: float | None) -> Any:
+    """``redis`` with its httpx client's timeout set (both drivers create theirs without one)."""
+    http = getattr(getattr(redis, "_http", None), "_client", None)
+    if http is not None and hasattr(http, "timeout"):
+        http.timeout = timeout
+    return redis
+
+
+class BaseRestClient(ABC):
+    """One ``upstash_redis`` client, its errors mapped to workmem's and ``EVALSHA`` falling back to ``EVAL``.
+
+    Everything but the transport is here, once, as coroutines; :class:`RestClient`
+    sends with the blocking driver (its coroutines never suspend) and
+    :class:`AsyncRestClient` with the driver's ``asyncio`` client.
+    """
+
+    def __init__(self, settings: UpstashSettings, redis: Any) -> None:
         errors = import_driver("upstash_redis.errors", "upstash")
         self._upstash_error: type[Exception] = errors.UpstashError
         self._token = settings.token
         self._where = settings.rest_url
         self._closed = False
-        self._redis = driver.Redis(
-            url=settings.rest_url,
-            token=settings.token,
-            rest_retries=settings.retries,
-            rest_retry_interval=settings.retry_interval,
-            allow_telemetry=False,
-        )
-        http = getattr(getattr(self._redis, "_http", None), "_client", None)
-        if http is not None and hasattr(http, "timeout"):
-            http.timeout = settings.timeout  # the driver creates its httpx client without a timeout
+        self._redis = _with_timeout(redis, settings.timeout)
 
     def __repr__(self) -> str:
-        return f"RestClient({self._where!r})"
+        return f"{type(self).__name__}({self._where!r})"
 
-    def _mask(self, text: str) -> str:
-        return mask_secrets(text, self._token)
+    # -- the transport (one request each) --------------------------------------------------
 
-    def call(self, *command: str | int) -> Any:
+    @abstractmethod
+    async def _send(self, command: list[str | int]) -> Any:
+        """Send one command; the driver's reply or exception."""
+
+    @abstractmethod
+    async def _send_batch(self, commands: Sequence[list[str | int]]) -> list[Any]:
+        """Send commands as one pipeline request; the driver's replies or exception."""
+
+    @abstractmethod
+    async def _release(self) -> None:
+        """Close the driver's HTTP client."""
+
+    # -- the shared logic ------------------------------------------------------------------
+
+    async def execute(self, *command: str | int) -> Any:
         """Run one command.
 
         Redis error replies become :class:`BackendRefusedError` (a wrong token,
@@ -151,46 +185,118 @@ class RestClient:
         without its Redis) and :class:`BackendBusyError` for ``BUSY`` and
         ``TRYAGAIN``; transport failures are :class:`BackendUnavailableError`.
         """
-        return self._guard(str(command[0]), lambda: self._redis.execute(list(command)))
-
-    def _guard(self, what: str, request: Callable[[], Any]) -> Any:
-        if self._closed:
-            raise StorageClosedError(f"this UpstashStorage is closed ({self._where})")
+        self._check_open()
         try:
-            return request()
-        except self._upstash_error as exc:
-            message = self._mask(str(exc))
+            return await self._send(list(command))
+        except Exception as exc:
+            error, cause = self._failure(exc, str(command[0]))
+            raise error from cause
+
+    async def execute_batch(self, commands: Sequence[list[str | int]]) -> list[Any]:
+        """Run commands in one pipeline request (not atomic); errors as :meth:`execute`."""
+        self._check_open()
+        try:
+            return await self._send_batch(commands)
+        except Exception as exc:
+            error, cause = self._failure(exc, str(commands[0][0]) if commands else "a pipeline")
+            raise error from cause
+
+    async def evaluate(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        """Run a script by SHA-1, sending its source only when the server does not have it cached."""
+        try:
+            return await self.execute("EVALSHA", script.sha1, len(keys), *keys, *args)
+        except _NoScript:
+            return await self.execute("EVAL", script.source, len(keys), *keys, *args)
+
+    async def preload(self, scripts: Sequence[Script]) -> None:
+        """Cache the scripts on the server (also checks the URL and token)."""
+        first, *rest = scripts
+        await self.execute("SCRIPT", "LOAD", first.source)  # alone: a refused token is reported clearly
+        if rest:
+            await self.execute_batch([["SCRIPT", "LOAD", script.source] for script in rest])
+
+    async def shutdown(self) -> None:
+        """Close the client; idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosedError(f"this Upstash storage is closed ({self._where})")
+
+    def _failure(self, exc: Exception, what: str) -> tuple[Exception, BaseException | None]:
+        """The workmem error for the driver's ``exc``, and the cause to chain (``None`` if it shows the token)."""
+        if isinstance(exc, self._upstash_error):
+            message = mask_secrets(str(exc), self._token)
             if message.startswith("NOSCRIPT"):
-                raise _NoScript(message) from None
+                return _NoScript(message), None
             cause = exc if mask_exception(exc, self._token) else None  # a server may echo the token
             reply = message.upper()
             if reply.startswith(_UNAVAILABLE) or "could not reach redis" in message:
-                raise BackendUnavailableError(f"Upstash at {self._where}: {message}") from cause
+                return BackendUnavailableError(f"Upstash at {self._where}: {message}"), cause
             if reply.startswith(_BUSY):
-                raise BackendBusyError(f"Upstash at {self._where} is busy: {message}") from cause
-            raise BackendRefusedError(f"Upstash at {self._where} refused {what}: {message}") from cause
-        except Exception as exc:  # httpx transport errors, a body that is not JSON, ...
-            detail = self._mask(f"{type(exc).__name__}: {exc}")
-            cause = exc if mask_exception(exc, self._token) else None
-            raise BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}") from cause
+                return BackendBusyError(f"Upstash at {self._where} is busy: {message}"), cause
+            return BackendRefusedError(f"Upstash at {self._where} refused {what}: {message}"), cause
+        # httpx transport errors, a body that is not JSON, ...
+        detail = mask_secrets(f"{type(exc).__name__}: {exc}", self._token)
+        cause = exc if mask_exception(exc, self._token) else None
+        return BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}"), cause
+
+
+async def ready(client: C) -> C:
+    """``client`` with the scripts cached on the server; closed again if that fails."""
+    try:
+        await client.preload(SCRIPTS)
+    except BaseException:
+        await client.shutdown()
+        raise
+    return client
+
+
+class RestClient(BaseRestClient):
+    """The blocking ``upstash_redis.Redis`` client (its coroutines never suspend: run them with ``run_sync``)."""
+
+    def __init__(self, settings: UpstashSettings) -> None:
+        driver = import_driver("upstash_redis", "upstash")
+        super().__init__(settings, driver.Redis(**_driver_options(settings)))
+
+    async def _send(self, command: list[str | int]) -> Any:
+        return self._redis.execute(command)
+
+    async def _send_batch(self, commands: Sequence[list[str | int]]) -> list[Any]:
+        pipeline = self._redis.pipeline()
+        for command in commands:
+            pipeline.execute(command)
+        return pipeline.exec()  # type: ignore[no-any-return]
+
+    async def _release(self) -> None:
+        self._redis.close()
+
+    def call(self, *command: str | int) -> Any:
+        """:meth:`execute`, blocking."""
+        return run_sync(self.execute(*command))
 
     def run(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        """Run a script by SHA-1, sending its source only when the server does not have it cached."""
-        try:
-            return self.call("EVALSHA", script.sha1, len(keys), *keys, *args)
-        except _NoScript:
-            return self.call("EVAL", script.source, len(keys), *keys, *args)
+        """:meth:`evaluate`, blocking."""
+        return run_sync(self.evaluate(script, keys, args))
 
-    def load(self, scripts: Sequence[Script]) -> None:
-        """Cache the scripts on the server (also checks the URL and token)."""
-        first, *rest = scripts
-        self.call("SCRIPT", "LOAD", first.source)  # alone: a refused token is reported clearly
-        if rest:
-            pipeline = self._redis.pipeline()
-            for script in rest:
-                pipeline.execute(["SCRIPT", "LOAD", script.source])
-            self._guard("SCRIPT LOAD", pipeline.exec)
 
-    def close(self) -> None:
-        self._closed = True
-        self._redis.close()
+class AsyncRestClient(BaseRestClient):
+    """The ``upstash_redis.asyncio.Redis`` client (httpx's async client underneath)."""
+
+    def __init__(self, settings: UpstashSettings) -> None:
+        driver = import_driver("upstash_redis.asyncio", "upstash")
+        super().__init__(settings, driver.Redis(**_driver_options(settings)))
+
+    async def _send(self, command: list[str | int]) -> Any:
+        return await self._redis.execute(command)
+
+    async def _send_batch(self, commands: Sequence[list[str | int]]) -> list[Any]:
+        pipeline = self._redis.pipeline()
+        for command in commands:
+            pipeline.execute(command)
+        return await pipeline.exec()  # type: ignore[no-any-return]
+
+    async def _release(self) -> None:
+        await self._redis.close()

@@ -6,9 +6,11 @@ read and write the same data: ``mastra_resources:{id}`` and
 workmem's own: two sorted sets per resource,
 ``workmem:thread_index:created_at:{resource_id}`` and
 ``workmem:thread_index:updated_at:{resource_id}``, member = thread id, score =
-the timestamp in epoch milliseconds. They deliberately do not start with
-``mastra_threads:``, which the TypeScript adapter scans and reads as JSON.
-Every key is preceded by the optional prefix.
+the timestamp in epoch milliseconds. Two more sorted sets hold every id, all
+scores 0 so ``ZRANGEBYLEX`` walks them in byte order (keyset iteration):
+``workmem:ids:resources`` and ``workmem:ids:threads``. None of them starts
+with ``mastra_threads:`` or ``mastra_resources:``, which the TypeScript
+adapter scans and reads as JSON. Every key is preceded by the optional prefix.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from dataclasses import dataclass
 
 from workmem.records import OrderBy
 
-__all__ = ["INDEX_PART", "RESOURCE_PART", "THREAD_PART", "KeySpace", "glob_escape"]
+__all__ = ["IDS_PART", "INDEX_PART", "RESOURCE_PART", "THREAD_PART", "KeySpace", "glob_escape"]
 
 RESOURCE_PART = "mastra_resources:"
 THREAD_PART = "mastra_threads:id:"
 INDEX_PART = "workmem:thread_index:"
+IDS_PART = "workmem:ids:"
 
 
 def glob_escape(text: str) -> str:
@@ -47,6 +50,21 @@ class KeySpace:
         """What every thread key starts with (the thread id follows)."""
         return f"{self.prefix}{THREAD_PART}"
 
+    @property
+    def resource_key_start(self) -> str:
+        """What every resource key starts with (the resource id follows)."""
+        return f"{self.prefix}{RESOURCE_PART}"
+
+    @property
+    def resource_ids(self) -> str:
+        """The sorted set of every resource id (all scores 0: ``ZRANGEBYLEX`` order is byte order)."""
+        return f"{self.prefix}{IDS_PART}resources"
+
+    @property
+    def thread_ids(self) -> str:
+        """The sorted set of every thread id (all scores 0)."""
+        return f"{self.prefix}{IDS_PART}threads"
+
     def thread_index(self, order_by: OrderBy, resource_id: str) -> str:
         return f"{self.prefix}{INDEX_PART}{order_by}:{resource_id}"
 
@@ -57,6 +75,10 @@ class KeySpace:
     def thread_pattern(self) -> str:
         """``SCAN`` pattern of every thread document."""
         return f"{glob_escape(self.prefix)}{THREAD_PART}*"
+
+    def resource_pattern(self) -> str:
+        """``SCAN`` pattern of every resource document."""
+        return f"{glob_escape(self.prefix)}{RESOURCE_PART}*"
 
     def index_pattern(self, order_by: OrderBy) -> str:
         """``SCAN`` pattern of every thread index ordered by ``order_by``."""

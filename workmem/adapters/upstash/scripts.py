@@ -15,7 +15,19 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-__all__ = ["CAS_DELETE", "CAS_SET", "INDEX_IF_UNCHANGED", "LIST_PAGE", "UNINDEX_IF_UNCHANGED", "Script"]
+__all__ = [
+    "ADD_IDS",
+    "CAS_DELETE",
+    "CAS_SET",
+    "ID_PAGE",
+    "INDEX_IF_UNCHANGED",
+    "INSERT_ABSENT",
+    "LIST_PAGE",
+    "PUT",
+    "SCRIPTS",
+    "UNINDEX_IF_UNCHANGED",
+    "Script",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +45,16 @@ class Script:
 # A script's earlier writes stay when a later call of it fails: the writing scripts check that the
 # owner's index keys are sorted sets (or absent) before they write anything.
 _CHECK_INDEXES = """
+local function check_sorted_set(key)
+  local kind = redis.call('TYPE', key).ok
+  if kind ~= 'zset' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a sorted set: nothing changed')
+  end
+end
 local function check_indexes(first)
   for i = first, #KEYS do
-    local kind = redis.call('TYPE', KEYS[i]).ok
-    if kind ~= 'zset' and kind ~= 'none' then
-      return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. kind .. ', not a sorted set: nothing changed')
-    end
+    local refused = check_sorted_set(KEYS[i])
+    if refused then return refused end
   end
 end
 """
@@ -47,8 +63,9 @@ CAS_SET = Script(
     "cas_set",
     _CHECK_INDEXES
     + """
--- KEYS[1] document; KEYS[2], KEYS[3] (threads only) created_at and updated_at indexes of the owner
--- ARGV: expected exists ('0'/'1'), expected text, new text, then for threads: id, created ms, updated ms
+-- KEYS[1] document; KEYS[2] the id set of its kind (resources or threads);
+-- KEYS[3], KEYS[4] (threads only) created_at and updated_at indexes of the owner
+-- ARGV: expected exists ('0'/'1'), expected text, new text, id, then for threads: created ms, updated ms
 local current = redis.call('GET', KEYS[1])
 local matches
 if current == ARGV[3] then
@@ -65,9 +82,12 @@ end
 local refused = check_indexes(2)
 if refused then return refused end
 redis.call('SET', KEYS[1], ARGV[3])
-if #KEYS == 3 then
-  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
-  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[4])
+if #KEYS >= 2 then
+  redis.call('ZADD', KEYS[2], 0, ARGV[4])
+end
+if #KEYS == 4 then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
+  redis.call('ZADD', KEYS[4], ARGV[6], ARGV[4])
 end
 return {1}
 """,
@@ -77,7 +97,8 @@ CAS_DELETE = Script(
     "cas_delete",
     _CHECK_INDEXES
     + """
--- KEYS[1] thread document, KEYS[2], KEYS[3] its owner's indexes; ARGV[1] expected text, ARGV[2] thread id
+-- KEYS[1] thread document, KEYS[2] the thread id set, KEYS[3], KEYS[4] its owner's indexes;
+-- ARGV[1] expected text, ARGV[2] thread id
 local current = redis.call('GET', KEYS[1])
 if current ~= false and current ~= ARGV[1] then return {0, current} end
 local refused = check_indexes(2)
@@ -85,8 +106,107 @@ if refused then return refused end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
+redis.call('ZREM', KEYS[4], ARGV[2])
 if current == false then return {1, 0} end
 return {1, 1}
+""",
+)
+
+PUT = Script(
+    "put",
+    _CHECK_INDEXES
+    + """
+-- KEYS[1] resource document, KEYS[2] the resource id set; ARGV[1] new text, ARGV[2] id
+local refused = check_indexes(2)
+if refused then return refused end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], 0, ARGV[2])
+return 1
+""",
+)
+
+INSERT_ABSENT = Script(
+    "insert_absent",
+    _CHECK_INDEXES
+    + """
+-- Insert each record whose document is missing; leave every present one as it is (whoever owns it).
+-- KEYS[1] the id set of the kind; then per record, ARGV[1] keys each (1: resources, 3: threads):
+-- its document and, for threads, the owner's created_at and updated_at indexes.
+-- ARGV after the first, per record (ARGV[1] + 1 each): id, document text, then for threads: created ms, updated ms.
+-- Returns the ids that were present. Every sorted set is checked before anything is written.
+local width = tonumber(ARGV[1])
+local count = (#KEYS - 1) / width
+local refused = check_sorted_set(KEYS[1])
+if refused then return refused end
+if width == 3 then
+  for i = 1, count do
+    local base = 1 + (i - 1) * 3
+    refused = check_sorted_set(KEYS[base + 2]) or check_sorted_set(KEYS[base + 3])
+    if refused then return refused end
+  end
+end
+local present = {}
+for i = 1, count do
+  local base = 1 + (i - 1) * width
+  local arg = 2 + (i - 1) * (width + 1)
+  local id = ARGV[arg]
+  if redis.call('EXISTS', KEYS[base + 1]) == 1 then
+    present[#present + 1] = id
+  else
+    redis.call('SET', KEYS[base + 1], ARGV[arg + 1])
+    redis.call('ZADD', KEYS[1], 0, id)
+    if width == 3 then
+      redis.call('ZADD', KEYS[base + 2], ARGV[arg + 2], id)
+      redis.call('ZADD', KEYS[base + 3], ARGV[arg + 3], id)
+    end
+  end
+end
+return present
+""",
+)
+
+ADD_IDS = Script(
+    "add_ids",
+    """
+-- KEYS[1] an id set; ARGV[1] what the kind's document keys start with; ARGV[2..] ids found by SCAN.
+-- Adds each id whose document exists now (one deleted since the SCAN stays out). Returns how many were new.
+local added = 0
+for i = 2, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. ARGV[i]) == 1 then
+    added = added + redis.call('ZADD', KEYS[1], 0, ARGV[i])
+  end
+end
+return added
+""",
+)
+
+ID_PAGE = Script(
+    "id_page",
+    """
+-- KEYS[1] an id set; ARGV[1] what the kind's document keys start with, ARGV[2] '' (from the first id) or
+-- the last id of the previous page, ARGV[3] limit. The ids after ARGV[2] in byte order, at most ARGV[3],
+-- from one snapshot: {id1, state1, text1, ...}; state 'd' a document (text), 'x' a key that is not a string,
+-- 'm' no document (deleted by a writer that keeps no id set: its id is removed from the set here).
+local low = '-'
+if ARGV[2] ~= '' then low = '(' .. ARGV[2] end
+local ids = redis.call('ZRANGEBYLEX', KEYS[1], low, '+', 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(ids) do
+  local value = redis.pcall('GET', ARGV[1] .. id)
+  out[#out + 1] = id
+  if type(value) == 'table' and value.err then
+    out[#out + 1] = 'x'
+    out[#out + 1] = ''
+  elseif value == false then
+    redis.call('ZREM', KEYS[1], id)
+    out[#out + 1] = 'm'
+    out[#out + 1] = ''
+  else
+    out[#out + 1] = 'd'
+    out[#out + 1] = value
+  end
+end
+return out
 """,
 )
 
@@ -142,3 +262,16 @@ end
 return done
 """,
 )
+
+SCRIPTS: tuple[Script, ...] = (
+    CAS_SET,
+    CAS_DELETE,
+    PUT,
+    LIST_PAGE,
+    INDEX_IF_UNCHANGED,
+    UNINDEX_IF_UNCHANGED,
+    INSERT_ABSENT,
+    ADD_IDS,
+    ID_PAGE,
+)
+"""Every script the adapter runs (cached on the server when a storage opens)."""

@@ -1,57 +1,62 @@
-"""``UpstashStorage``: workmem on Upstash Redis through its REST API.
+"""The Upstash adapter: workmem on Upstash Redis through its REST API, sync and async.
 
-See the package docstring for URLs, keys and the atomicity design.
+:class:`UpstashHooks` holds every hook once, as coroutines over the client's two
+I/O primitives (``execute`` one command, ``evaluate`` one Lua script): each
+write is a plan (a pure function of the current document text) applied by one
+compare-and-set script, retried on conflict. :class:`UpstashStorage` runs them
+on the blocking ``upstash_redis`` client, :class:`AsyncUpstashStorage` on its
+``asyncio`` client. See the package docstring for URLs, keys and the atomicity design.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Generic, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 
-from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.errors import (
-    BackendBusyError,
-    ThreadExistsError,
-    ThreadNotFoundError,
-    ThreadOwnershipError,
-    UnreadableRecordError,
-    ValidationError,
-)
-from workmem.records import UNSET, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset, trusted_thread
-from workmem.storage import (
-    Capabilities,
-    MemoryStorage,
-    check_create,
-    check_list_args,
-    check_owner,
-    check_resource_update,
-    check_scope,
-    check_thread_update,
-    thread_working_memory_to_merge,
-)
-from workmem.timestamps import utc_now
-from workmem.validation import validate_id, validate_json_object
+from workmem.aio import AsyncMemoryStorage
+from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
+from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
+from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
+from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, ThreadPage, Unset, trusted_thread
+from workmem.storage import MemoryStorage
 
-from .connection import RestClient, UpstashSettings
+from .connection import AsyncRestClient, BaseRestClient, RestClient, UpstashSettings, ready
 from .documents import decode_resource, decode_thread, encode_resource, encode_thread, epoch_ms
-from .keys import KeySpace
-from .scripts import CAS_DELETE, CAS_SET, INDEX_IF_UNCHANGED, LIST_PAGE, UNINDEX_IF_UNCHANGED, Script
+from .keys import KeySpace, glob_escape
+from .scripts import (
+    ADD_IDS,
+    CAS_DELETE,
+    CAS_SET,
+    ID_PAGE,
+    INDEX_IF_UNCHANGED,
+    INSERT_ABSENT,
+    LIST_PAGE,
+    PUT,
+    UNINDEX_IF_UNCHANGED,
+)
 
-__all__ = ["ReindexResult", "UpstashStorage"]
+__all__ = ["AsyncUpstashStorage", "ReindexResult", "UpstashHooks", "UpstashStorage"]
 
 T = TypeVar("T")
-_SCRIPTS: tuple[Script, ...] = (CAS_SET, CAS_DELETE, LIST_PAGE, INDEX_IF_UNCHANGED, UNINDEX_IF_UNCHANGED)
 _MAX_ATTEMPTS = 1000
 _BATCH = 200
+_SCAN_COUNT = 1000
+_SCRIPT_BYTES = 512 * 1024
+"""About how much text one bulk-insert script carries (a batch closes before it would exceed this)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_RANK = 2**62
 """Ranks sent to Redis are clamped to this (it takes signed 64-bit integers; no index is that long)."""
+
+
+def _settings(url: str, options: dict[str, Any]) -> UpstashSettings:
+    """The settings of ``url`` and ``options`` (``create`` is accepted: keys are written as they are needed)."""
+    check_create(options.pop("create", True))
+    return UpstashSettings.from_url(url, options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,195 +92,144 @@ class _Done(Generic[T]):
 _Plan = Callable[[str | None], "_Write[T] | _Done[T]"]
 
 
-class UpstashStorage(MemoryStorage):
-    """Resources and threads as Mastra's JSON documents, with per-resource sorted-set thread indexes."""
+class UpstashHooks(StorageHooks):
+    """Resources and threads as Mastra's JSON documents, with per-resource sorted-set thread indexes.
+
+    The hooks, once, over :class:`~.connection.BaseRestClient` (blocking or async).
+    """
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
 
-    def __init__(self, settings: UpstashSettings) -> None:
+    def __init__(self, settings: UpstashSettings, client: BaseRestClient) -> None:
         self._settings = settings
         self.keys = KeySpace(settings.prefix)
-        self._client = RestClient(settings)
-        self._closed = False
-        try:
-            self._client.load(_SCRIPTS)
-        except BaseException:
-            self._client.close()
-            raise
-
-    @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
-        check_create(options.pop("create", True))  # nothing to create: keys are written as they are needed
-        return cls(UpstashSettings.from_url(url, options))
+        self._client = client
 
     def __repr__(self) -> str:
-        return f"UpstashStorage(url={self._settings.rest_url!r}, prefix={self._settings.prefix!r})"
+        return f"{type(self).__name__}(url={self._settings.rest_url!r}, prefix={self._settings.prefix!r})"
 
     # -- plumbing ------------------------------------------------------------------
 
-    def _get(self, key: str) -> str | None:
-        value = self._client.call("GET", key)
+    async def _get(self, key: str) -> str | None:
+        value = await self._client.execute("GET", key)
         return value if isinstance(value, str) else None
 
-    def _cas(self, key: str, plan: _Plan[T]) -> T:
-        """Read ``key``, let ``plan`` compute the write, apply it if nothing changed meanwhile, else retry."""
-        current = self._get(key)
+    async def _cas(self, key: str, record_id: str, plan: _Plan[T]) -> T:
+        """Read ``key`` (the document of ``record_id``), let ``plan`` compute the write, apply it if nothing
+        changed meanwhile, else retry."""
+        current = await self._get(key)
         for attempt in range(_MAX_ATTEMPTS):
             step = plan(current)
             if isinstance(step, _Done):
                 return step.result
-            applied, current = self._apply(key, current, step)
+            applied, current = await self._apply(key, record_id, current, step)
             if applied:
                 return step.result
-            time.sleep(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
+            await self._pause(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
         raise BackendBusyError(f"gave up on {key!r} after {_MAX_ATTEMPTS} conflicting concurrent writes")
 
-    def _apply(self, key: str, expected: str | None, step: _Write[Any]) -> tuple[bool, str | None]:
+    async def _apply(
+        self, key: str, record_id: str, expected: str | None, step: _Write[Any]
+    ) -> tuple[bool, str | None]:
+        """One compare-and-set script: all of the write (document, id set and index entries) or none of it."""
         if step.text is None:
             assert step.thread is not None and expected is not None
-            keys = [key, *self.keys.thread_indexes(step.thread.resource_id)]
-            reply = self._client.run(CAS_DELETE, keys, [expected, step.thread.id])
+            keys = [key, self.keys.thread_ids, *self.keys.thread_indexes(step.thread.resource_id)]
+            reply = await self._client.evaluate(CAS_DELETE, keys, [expected, record_id])
         else:
-            keys = [key]
-            args: list[str | int] = ["0" if expected is None else "1", expected or "", step.text]
-            if step.thread is not None:
-                keys += self.keys.thread_indexes(step.thread.resource_id)
-                args += [step.thread.id, epoch_ms(step.thread.created_at), epoch_ms(step.thread.updated_at)]
-            reply = self._client.run(CAS_SET, keys, args)
+            args: list[str | int] = ["0" if expected is None else "1", expected or "", step.text, record_id]
+            if step.thread is None:
+                keys = [key, self.keys.resource_ids]
+            else:
+                keys = [key, self.keys.thread_ids, *self.keys.thread_indexes(step.thread.resource_id)]
+                args += [epoch_ms(step.thread.created_at), epoch_ms(step.thread.updated_at)]
+            reply = await self._client.evaluate(CAS_SET, keys, args)
         if reply[0] == 1:
             return True, None
         return False, reply[1] if len(reply) > 1 else None
 
     # -- resources -----------------------------------------------------------------
 
-    def get_resource(self, resource_id: str) -> Resource | None:
-        validate_id(resource_id, "resource id")
+    async def _get_resource(self, resource_id: str) -> Resource | None:
         key = self.keys.resource(resource_id)
-        text = self._get(key)
+        text = await self._get(key)
         return None if text is None else decode_resource(text, key, resource_id)[0]
 
-    def save_resource(self, resource: Resource) -> Resource:
-        if not isinstance(resource, Resource):
-            raise ValidationError(f"expected a Resource, got {type(resource).__name__}")
-        self._client.call("SET", self.keys.resource(resource.id), encode_resource(resource))
+    async def _save_resource(self, resource: Resource) -> Resource:
+        keys = [self.keys.resource(resource.id), self.keys.resource_ids]
+        await self._client.evaluate(PUT, keys, [encode_resource(resource), resource.id])
         return resource
 
-    def update_resource(
+    async def _update_resource(
         self,
         resource_id: str,
-        *,
-        working_memory: str | Unset | None = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
     ) -> Resource:
-        validate_id(resource_id, "resource id")
-        new_memory, new_metadata = check_resource_update(working_memory, metadata)
         key = self.keys.resource(resource_id)
 
         def plan(current: str | None) -> _Write[Resource]:
             old, raw = (None, None) if current is None else decode_resource(current, key, resource_id)
-            new = updated_resource(old, resource_id, new_memory, new_metadata, utc_now())
+            new = updated_resource(old, resource_id, working_memory, metadata, now)
             return _Write(encode_resource(new, raw), new)
 
-        return self._cas(key, plan)
+        return await self._cas(key, resource_id, plan)
 
     # -- threads -------------------------------------------------------------------
 
-    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        validate_id(thread_id, "thread id")
-        if resource_id is not None:
-            validate_id(resource_id, "resource id")
+    async def _get_thread(self, thread_id: str) -> Thread | None:
         key = self.keys.thread(thread_id)
-        text = self._get(key)
-        if text is None:
-            return None
-        thread = decode_thread(text, key, thread_id)[0]
-        return None if resource_id is not None and thread.resource_id != resource_id else thread
+        text = await self._get(key)
+        return None if text is None else decode_thread(text, key, thread_id)[0]
 
-    def create_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
-        key = self.keys.thread(thread.id)
-
+    async def _create_thread(self, thread: Thread) -> Thread:
         def plan(current: str | None) -> _Write[Thread]:
             if current is not None:
                 raise ThreadExistsError(thread.id)
             return _Write(encode_thread(thread), thread, thread)
 
         # The script writes only while the key is missing (else it returns the text, and plan raises).
-        return self._cas(key, plan)
+        return await self._cas(self.keys.thread(thread.id), thread.id, plan)
 
-    def save_thread(self, thread: Thread) -> Thread:
-        if not isinstance(thread, Thread):
-            raise ValidationError(f"expected a Thread, got {type(thread).__name__}")
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         key = self.keys.thread(thread.id)
 
         def plan(current: str | None) -> _Write[Thread]:
-            if current is None:
-                return _Write(encode_thread(thread), thread, thread)
-            old, raw = decode_thread(current, key, thread.id)
-            if old.resource_id != thread.resource_id:
-                raise ThreadOwnershipError(thread.id, thread.resource_id)
-            new = dataclasses.replace(old, title=thread.title, metadata=thread.metadata, updated_at=utc_now())
+            old, raw = (None, None) if current is None else decode_thread(current, key, thread.id)
+            new = replaced_thread(old, thread, now)
             return _Write(encode_thread(new, raw), new, new)
 
-        return self._cas(key, plan)
+        return await self._cas(key, thread.id, plan)
 
-    def update_thread(
-        self,
-        thread_id: str,
-        *,
-        title: str | Unset = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
+    async def _update_thread(
+        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
     ) -> Thread:
-        validate_id(thread_id, "thread id")
-        new_title, new_metadata = check_thread_update(title, metadata)
         key = self.keys.thread(thread_id)
 
         def plan(current: str | None) -> _Write[Thread]:
             if current is None:
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
-            new = updated_thread(old, new_title, new_metadata, utc_now())
+            new = updated_thread(old, title, metadata, now)
             return _Write(encode_thread(new, raw), new, new)
 
-        return self._cas(key, plan)
+        return await self._cas(key, thread_id, plan)
 
-    def delete_thread(self, thread_id: str) -> bool:
-        validate_id(thread_id, "thread id")
+    async def _delete_thread(self, thread_id: str) -> bool:
         key = self.keys.thread(thread_id)
 
         def plan(current: str | None) -> _Write[bool] | _Done[bool]:
             if current is None:
                 return _Done(False)
-            return _Write(None, True, self._deletable(current, key, thread_id))
+            return _Write(None, True, _deletable(current, key, thread_id))
 
-        return self._cas(key, plan)
+        return await self._cas(key, thread_id, plan)
 
-    def _deletable(self, text: str, key: str, thread_id: str) -> Thread:
-        """The thread to delete, for its index entries; an unreadable one as far as its owner can be read."""
-        try:
-            return decode_thread(text, key, thread_id)[0]
-        except UnreadableRecordError:
-            try:
-                owner = json.loads(text).get("resourceId")
-            except (ValueError, RecursionError, AttributeError):
-                owner = None
-            # No readable owner: only the document goes; list_threads skips the stale entry, reindex() removes it.
-            return trusted_thread(thread_id, owner if isinstance(owner, str) else "", "", None, _EPOCH, _EPOCH)
-
-    def list_threads(
-        self,
-        resource_id: str,
-        *,
-        page: int = 0,
-        per_page: int | None = 100,
-        order_by: OrderBy = "created_at",
-        direction: Direction = "desc",
-    ) -> ThreadPage:
-        query = check_list_args(resource_id, page, per_page, order_by, direction)
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
         # Redis takes ranks as signed 64-bit integers: a page past 2**62 is past every index, and empty.
         stop = -1 if query.per_page is None else min(query.offset + query.per_page - 1, _MAX_RANK)
-        reply = self._client.run(
+        reply = await self._client.evaluate(
             LIST_PAGE,
             [self.keys.thread_index(query.order_by, query.resource_id)],
             [self.keys.thread_key_start, min(query.offset, _MAX_RANK), stop, query.direction],
@@ -293,17 +247,7 @@ class UpstashStorage(MemoryStorage):
 
     # -- working memory ------------------------------------------------------------
 
-    def merge_working_memory(
-        self,
-        patch: Mapping[str, Any],
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-    ) -> dict[str, Any]:
-        target = check_scope(scope, resource_id, thread_id)
-        valid_patch = validate_json_object(patch, "patch")
-
+    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
         if target.scope == "resource":
             assert target.resource_id is not None
             owner = target.resource_id
@@ -311,44 +255,158 @@ class UpstashStorage(MemoryStorage):
 
             def plan_resource(current: str | None) -> _Write[dict[str, Any]]:
                 old, raw = (None, None) if current is None else decode_resource(current, key, owner)
-                merged, text = merge_document(old.working_memory if old else None, valid_patch)
-                new = updated_resource(old, owner, text, UNSET, utc_now())
+                merged, text = merge_document(old.working_memory if old else None, patch)
+                new = updated_resource(old, owner, text, UNSET, now)
                 return _Write(encode_resource(new, raw), merged)
 
-            return self._cas(key, plan_resource)
+            return await self._cas(key, owner, plan_resource)
 
         assert target.thread_id is not None
-        key = self.keys.thread(target.thread_id)
+        thread_id = target.thread_id
+        key = self.keys.thread(thread_id)
 
         def plan_thread(current: str | None) -> _Write[dict[str, Any]]:
             if current is None:
-                raise ThreadNotFoundError(str(target.thread_id))
-            old, raw = decode_thread(current, key, target.thread_id)
+                raise ThreadNotFoundError(thread_id)
+            old, raw = decode_thread(current, key, thread_id)
             check_owner(old, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), valid_patch)
-            new = with_thread_memory(old, text, utc_now())
+            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), patch)
+            new = with_thread_memory(old, text, now)
             return _Write(encode_thread(new, raw), merged, new)
 
-        return self._cas(key, plan_thread)
+        return await self._cas(key, thread_id, plan_thread)
+
+    # -- iteration and bulk writes -------------------------------------------------
+    #
+    # Every workmem write keeps the id sets exact in the same script as the document. Documents another
+    # program wrote (the TypeScript adapter keeps no id set) are found by the first page of an iteration
+    # (``after is None``): one SCAN of the kind's keys adds their ids (memory flat, batch by batch); ids
+    # whose document is gone are dropped by the page script. So a record present for a whole iteration
+    # is in the id set from its first page on, and ``ZRANGEBYLEX`` keyset pages return it exactly once.
+
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        return await self._page("resource", self.keys.resource_ids, self.keys.resource_key_start, after, limit)
+
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        return await self._page("thread", self.keys.thread_ids, self.keys.thread_key_start, after, limit)
+
+    @overload
+    async def _page(
+        self, kind: Literal["resource"], ids_key: str, key_start: str, after: str | None, limit: int
+    ) -> RecordPage[Resource]: ...
+
+    @overload
+    async def _page(
+        self, kind: Literal["thread"], ids_key: str, key_start: str, after: str | None, limit: int
+    ) -> RecordPage[Thread]: ...
+
+    async def _page(
+        self, kind: Literal["resource", "thread"], ids_key: str, key_start: str, after: str | None, limit: int
+    ) -> RecordPage[Resource] | RecordPage[Thread]:
+        """The ids after ``after`` in the id set ``ids_key``, in byte order, with their documents: one script."""
+        if after is None:
+            await self._add_scanned_ids(ids_key, key_start)
+        reply = await self._client.evaluate(ID_PAGE, [ids_key], [key_start, after or "", limit])
+        rows: list[tuple[str, str, str]] = [(reply[i], reply[i + 1], reply[i + 2]) for i in range(0, len(reply), 3)]
+        found = [row for row in rows if row[1] != "m"]  # 'm': deleted by a writer that keeps no id set
+
+        def key(row: tuple[str, str, str]) -> str:
+            return row[0]
+
+        def text_of(row: tuple[str, str, str]) -> str:
+            record_id, state, text = row
+            if state != "d":
+                raise UnreadableRecordError(kind, record_id, f"{key_start + record_id!r} does not hold a string")
+            return text
+
+        def read_resource(row: tuple[str, str, str]) -> Resource:
+            return decode_resource(text_of(row), key_start + row[0], row[0])[0]
+
+        def read_thread(row: tuple[str, str, str]) -> Thread:
+            return decode_thread(text_of(row), key_start + row[0], row[0])[0]
+
+        next_after = rows[-1][0] if len(rows) >= limit else None
+        if kind == "resource":
+            resources = read_record_page(found, read_resource, key, limit)
+            return RecordPage(resources.records, resources.unreadable, next_after)
+        threads = read_record_page(found, read_thread, key, limit)
+        return RecordPage(threads.records, threads.unreadable, next_after)
+
+    async def _add_scanned_ids(self, ids_key: str, key_start: str) -> None:
+        """Add to ``ids_key`` the id of every document under ``key_start`` (SCAN batch by batch, memory flat)."""
+        pattern = f"{glob_escape(key_start)}*"
+        cursor: int | str = 0
+        while True:
+            cursor, batch = await self._client.execute("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT)
+            ids = [key[len(key_start) :] for key in batch if key.startswith(key_start)]
+            if ids:
+                await self._client.evaluate(ADD_IDS, [ids_key], [key_start, *ids])
+            if int(cursor) == 0:
+                return
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        entries = (([self.keys.resource(r.id)], [r.id, encode_resource(r)]) for r in resources)
+        return await self._insert_absent(self.keys.resource_ids, 1, entries)
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        def entry(t: Thread) -> tuple[list[str], list[str | int]]:
+            keys = [self.keys.thread(t.id), *self.keys.thread_indexes(t.resource_id)]
+            return keys, [t.id, encode_thread(t), epoch_ms(t.created_at), epoch_ms(t.updated_at)]
+
+        entries = (entry(t) for t in threads)
+        return await self._insert_absent(self.keys.thread_ids, 3, entries)
+
+    async def _insert_absent(
+        self, ids_key: str, width: int, entries: Iterable[tuple[Sequence[str], Sequence[str | int]]]
+    ) -> frozenset[str]:
+        """One :data:`INSERT_ABSENT` script per batch (at most :data:`_BATCH` records or about
+        :data:`_SCRIPT_BYTES` of text); each record is inserted only where its document is missing."""
+        present: set[str] = set()
+        keys: list[str] = [ids_key]
+        args: list[str | int] = [width]
+        size = 0
+        for entry_keys, entry_args in entries:
+            cost = sum(len(str(part)) for part in (*entry_keys, *entry_args))
+            if len(keys) > 1 and (size + cost > _SCRIPT_BYTES or len(keys) > _BATCH * width):
+                present.update(await self._client.evaluate(INSERT_ABSENT, keys, args) or ())
+                keys, args, size = [ids_key], [width], 0
+            keys += entry_keys
+            args += entry_args
+            size += cost
+        if len(keys) > 1:
+            present.update(await self._client.evaluate(INSERT_ABSENT, keys, args) or ())
+        return frozenset(present)
+
+    async def _replace_thread(self, thread: Thread) -> bool:
+        key = self.keys.thread(thread.id)
+
+        def plan(current: str | None) -> _Write[bool] | _Done[bool]:
+            owner, raw = (None, None) if current is None else _stored_owner(current, key, thread.id)
+            if owner != thread.resource_id:
+                return _Done(False)  # no such thread, or another owner's (or one whose owner cannot be read)
+            return _Write(encode_thread(thread, raw), True, thread)
+
+        # The script writes only while the document is still the one whose owner was checked.
+        return await self._cas(key, thread.id, plan)
 
     # -- maintenance ---------------------------------------------------------------
 
-    def _scan(self, pattern: str) -> list[str]:
+    async def _scan(self, pattern: str) -> list[str]:
         keys: list[str] = []
         cursor: int | str = 0
         while True:
-            cursor, batch = self._client.call("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+            cursor, batch = await self._client.execute("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
             keys.extend(batch)
             if int(cursor) == 0:
                 return sorted(set(keys))
 
-    def _mget(self, keys: list[str]) -> list[str | None]:
+    async def _mget(self, keys: list[str]) -> list[str | None]:
         values: list[str | None] = []
         for start in range(0, len(keys), _BATCH):
-            values.extend(self._client.call("MGET", *keys[start : start + _BATCH]))
+            values.extend(await self._client.execute("MGET", *keys[start : start + _BATCH]))
         return values
 
-    def reindex(self) -> ReindexResult:
+    async def _reindex(self) -> ReindexResult:
         """Rebuild the thread indexes from the thread documents; safe to run while others write.
 
         workmem keeps its indexes exact on every write it makes. Run this after
@@ -357,9 +415,13 @@ class UpstashStorage(MemoryStorage):
         and before relying on ``list_threads`` for those threads. It reads every
         thread key (O(number of threads)); each index change is applied only if
         the document is still the one read, so concurrent writes are never undone.
+        It also adds the ids of such records to the id sets that ``resource_page`` /
+        ``thread_page`` walk (which the first page of every iteration does too).
         """
+        await self._add_scanned_ids(self.keys.resource_ids, self.keys.resource_key_start)
+        await self._add_scanned_ids(self.keys.thread_ids, self.keys.thread_key_start)
         start = len(self.keys.thread_key_start)
-        doc_keys = self._scan(self.keys.thread_pattern())
+        doc_keys = await self._scan(self.keys.thread_pattern())
         owners: dict[str, tuple[str, str]] = {}  # thread id -> (owner, document text)
         unreadable: list[str] = []
         indexed = 0
@@ -367,7 +429,7 @@ class UpstashStorage(MemoryStorage):
             batch_keys = doc_keys[begin : begin + _BATCH]
             keys: list[str] = []
             args: list[str | int] = []
-            for key, text in zip(batch_keys, self._mget(batch_keys), strict=True):
+            for key, text in zip(batch_keys, await self._mget(batch_keys), strict=True):
                 if text is None:
                     continue
                 try:
@@ -379,17 +441,17 @@ class UpstashStorage(MemoryStorage):
                 keys += [key, *self.keys.thread_indexes(thread.resource_id)]
                 args += [text, key[start:], epoch_ms(thread.created_at), epoch_ms(thread.updated_at)]
             if keys:
-                indexed += int(self._client.run(INDEX_IF_UNCHANGED, keys, args))
+                indexed += int(await self._client.evaluate(INDEX_IF_UNCHANGED, keys, args))
         removed = 0
         order: OrderBy
         for order in ("created_at", "updated_at"):
-            for index_key in self._scan(self.keys.index_pattern(order)):
+            for index_key in await self._scan(self.keys.index_pattern(order)):
                 owner = self.keys.index_owner(order, index_key)
-                members: list[str] = self._client.call("ZRANGE", index_key, 0, -1)
+                members: list[str] = await self._client.execute("ZRANGE", index_key, 0, -1)
                 stale = [m for m in members if owners.get(m, ("", ""))[0] != owner]
                 for begin in range(0, len(stale), _BATCH):
                     chunk = stale[begin : begin + _BATCH]
-                    texts = self._mget([self.keys.thread(m) for m in chunk])
+                    texts = await self._mget([self.keys.thread(m) for m in chunk])
                     keys, args = [], []
                     for member, text in zip(chunk, texts, strict=True):
                         if text is not None and self._owned_or_unreadable(text, member, owner):
@@ -397,7 +459,7 @@ class UpstashStorage(MemoryStorage):
                         keys += [self.keys.thread(member), index_key]
                         args += [text or "", member]
                     if keys:
-                        removed += int(self._client.run(UNINDEX_IF_UNCHANGED, keys, args))
+                        removed += int(await self._client.evaluate(UNINDEX_IF_UNCHANGED, keys, args))
         return ReindexResult(indexed, removed, tuple(sorted(set(unreadable))))
 
     def _owned_or_unreadable(self, text: str, thread_id: str, owner: str) -> bool:
@@ -406,7 +468,71 @@ class UpstashStorage(MemoryStorage):
         except UnreadableRecordError:
             return True
 
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._client.close()
+    async def _close(self) -> None:
+        await self._client.shutdown()
+
+
+def _stored_owner(text: str, key: str, thread_id: str) -> tuple[str | None, dict[str, Any] | None]:
+    """The owner of a stored thread document and the document, as far as they can be read."""
+    try:
+        old, raw = decode_thread(text, key, thread_id)
+    except UnreadableRecordError:
+        try:
+            raw = json.loads(text)
+        except (ValueError, RecursionError):
+            return None, None
+        if not isinstance(raw, dict):
+            return None, None
+        owner = raw.get("resourceId")
+        return (owner if isinstance(owner, str) else None), raw
+    return old.resource_id, raw
+
+
+def _deletable(text: str, key: str, thread_id: str) -> Thread:
+    """The thread to delete, for its index entries; an unreadable one as far as its owner can be read."""
+    try:
+        return decode_thread(text, key, thread_id)[0]
+    except UnreadableRecordError:
+        try:
+            owner = json.loads(text).get("resourceId")
+        except (ValueError, RecursionError, AttributeError):
+            owner = None
+        # No readable owner: only the document goes; list_threads skips the stale entry, reindex() removes it.
+        return trusted_thread(thread_id, owner if isinstance(owner, str) else "", "", None, _EPOCH, _EPOCH)
+
+
+class UpstashStorage(UpstashHooks, MemoryStorage):
+    """The Upstash adapter, sync: the blocking ``upstash_redis.Redis`` client."""
+
+    _client: RestClient
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        settings = _settings(url, options)
+        return cls(settings, run_sync(ready(RestClient(settings))))
+
+    def reindex(self) -> ReindexResult:
+        """Rebuild the thread indexes from the thread documents (see :meth:`UpstashHooks._reindex`)."""
+        return run_sync(self._reindex())
+
+
+class AsyncUpstashStorage(UpstashHooks, AsyncMemoryStorage):
+    """The Upstash adapter, async: the ``upstash_redis.asyncio.Redis`` client, on the same keys and scripts.
+
+    Each write is one Lua script, so a cancelled call has written all of it or
+    nothing, and the next call works.
+    """
+
+    _client: AsyncRestClient
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> Self:
+        settings = _settings(url, options)
+        return cls(settings, await ready(AsyncRestClient(settings)))
+
+    async def reindex(self) -> ReindexResult:
+        """See :meth:`UpstashStorage.reindex`."""
+        return await self._reindex()
+
+
+UpstashStorage.async_adapter = "workmem.adapters.upstash.storage:AsyncUpstashStorage"
