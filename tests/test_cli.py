@@ -27,6 +27,7 @@ REPORT_KEYS = {
     "adapter",
     "url",
     "profile",
+    "api",
     "started_at",
     "duration_s",
     "passed",

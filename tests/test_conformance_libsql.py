@@ -23,3 +23,9 @@ class TestLibSQLConformance(ConformanceTests):
     @pytest.fixture
     def workmem_target(self, tmp_path: Path) -> str:
         return f"file:{tmp_path / 'conformance.db'}"
+
+
+class TestLibSQLConformanceAsync(TestLibSQLConformance):
+    """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
+
+    workmem_api = "async"

@@ -27,6 +27,12 @@ class TestMemoryConformance(ConformanceTests):
         return "memory://"  # the runner gives each check a fresh random name
 
 
+class TestMemoryConformanceAsync(TestMemoryConformance):
+    """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
+
+    workmem_api = "async"
+
+
 def test_one_collected_test_per_check() -> None:
     names = {name for name in dir(TestMemoryConformance) if name.startswith("test_")}
     assert names == {f"test_{c.name}" for c in all_checks()}
@@ -54,7 +60,74 @@ def test_env_var_never_takes_the_projects_own_tests_out(
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*test_mine PASSED*", "*test_stateful PASSED*"])
     header = next(line for line in result.stdout.lines if line.startswith("workmem conformance suite:"))
-    assert header == "workmem conformance suite: memory:// (from WORKMEM_CONFORMANCE_URL), profile quick"
+    assert header == "workmem conformance suite: memory:// (from WORKMEM_CONFORMANCE_URL), profile quick, sync API"
+
+
+def test_api_option_runs_the_suite_through_the_async_api(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest(
+        "--workmem-url", "memory://", "--workmem-api", "async", "--workmem-profile", "quick", "-v", "-k", "stateful"
+    )
+    result.assert_outcomes(passed=1)
+    header = next(line for line in result.stdout.lines if line.startswith("workmem conformance suite:"))
+    assert header == "workmem conformance suite: memory:// (from --workmem-url), profile quick, async API"
+
+
+_ASYNC_FACTORY = """
+import uuid
+
+import pytest
+from workmem.adapters.reference import AsyncInMemoryStorage
+from workmem.conformance import ConformanceTests
+
+class TestAsyncFactory(ConformanceTests):
+    workmem_profile = "quick"
+
+    @pytest.fixture
+    def workmem_target(self):
+        name = uuid.uuid4().hex
+        return lambda: AsyncInMemoryStorage(name)
+"""
+
+
+def test_the_api_option_and_variable_reach_every_conformance_class(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An async factory works only where the API is async: proof the option (or variable) picked the API."""
+    monkeypatch.delenv("WORKMEM_CONFORMANCE_API", raising=False)
+    pytester.makepyfile(test_async_factory=_ASYNC_FACTORY)
+    result = pytester.runpytest("-k", "owner_immutable")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*not a MemoryStorage (an async storage: run with api='async')*"])
+    result = pytester.runpytest("-k", "owner_immutable", "--workmem-api", "async")
+    result.assert_outcomes(passed=1)
+    assert "workmem conformance suite: async API (from --workmem-api)" in result.stdout.lines
+    monkeypatch.setenv("WORKMEM_CONFORMANCE_API", "async")
+    result = pytester.runpytest("-k", "owner_immutable")
+    result.assert_outcomes(passed=1)
+    assert "workmem conformance suite: async API (from WORKMEM_CONFORMANCE_API)" in result.stdout.lines
+    monkeypatch.setenv("WORKMEM_CONFORMANCE_API", "both")
+    result = pytester.runpytest("-k", "owner_immutable")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*WORKMEM_CONFORMANCE_API*api must be one of*"])
+
+
+def test_a_class_pins_its_api(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WORKMEM_CONFORMANCE_API", raising=False)
+    pinned = _ASYNC_FACTORY.replace('workmem_profile = "quick"', 'workmem_profile = "quick"\n    workmem_api = "async"')
+    pytester.makepyfile(test_pinned=pinned)
+    result = pytester.runpytest("-k", "owner_immutable")
+    result.assert_outcomes(passed=1)
+    pytester.makepyfile(
+        test_bad_api="""
+from workmem.conformance import ConformanceTests
+
+class TestBadApi(ConformanceTests):
+    workmem_api = "both"
+"""
+    )
+    result = pytester.runpytest("test_bad_api.py")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*TestBadApi.workmem_api: api must be one of*"])
 
 
 def test_an_applications_workmem_url_means_nothing_to_the_plugin(

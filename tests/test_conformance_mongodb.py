@@ -25,3 +25,9 @@ class TestMongoDBConformance(ConformanceTests):
     def workmem_target(self) -> Iterator[str]:
         with fresh_mongodb_url() as url:
             yield url
+
+
+class TestMongoDBConformanceAsync(TestMongoDBConformance):
+    """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
+
+    workmem_api = "async"

@@ -25,3 +25,15 @@ class TestOracleConformance(ConformanceTests):
     def workmem_target(self) -> Iterator[str]:
         with fresh_tables_url() as url:
             yield url
+
+
+class TestOracleConformanceAsync(TestOracleConformance):
+    """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
+
+    workmem_api = "async"
+
+
+class TestAsyncOracleConformance(TestOracleConformance):
+    """Every conformance check against the async API: ``AsyncOracleStorage`` on python-oracledb's asyncio pool."""
+
+    workmem_api = "async"

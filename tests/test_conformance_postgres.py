@@ -24,3 +24,9 @@ class TestPostgresConformance(ConformanceTests):
     def workmem_target(self) -> Iterator[str]:
         with fresh_schema_url() as url:
             yield url
+
+
+class TestPostgresConformanceAsync(TestPostgresConformance):
+    """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
+
+    workmem_api = "async"

@@ -18,3 +18,9 @@ class TestUpstashConformance(ConformanceTests):
     @pytest.fixture
     def workmem_target(self, upstash_url: str) -> str:
         return upstash_url
+
+
+class TestUpstashConformanceAsync(TestUpstashConformance):
+    """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
+
+    workmem_api = "async"

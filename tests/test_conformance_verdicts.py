@@ -17,9 +17,10 @@ from test_mutants import (
     OffByOnePages,
     ReadMovesUpdatedAt,
     UnstableTies,
+    faces,
 )
 
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceHooks
 from workmem.conformance import PROFILES, run
 from workmem.conformance.checks import Check, CheckContext
 from workmem.conformance.expect import json_difference, json_equal
@@ -52,8 +53,10 @@ def test_json_difference_names_the_path_and_the_number_kind() -> None:
     assert json_difference({"a": 2.0}, {"a": 2}) is None
 
 
-def _factory(cls: type[InMemoryStorage]) -> Any:
-    name = f"verdict-{cls.__name__}-{uuid.uuid4().hex}"
+def _factory(mutant: type[ReferenceHooks]) -> Any:
+    """New connections to one store through the sync face of ``mutant`` (its hooks, see tests/test_mutants.py)."""
+    name = f"verdict-{mutant.__name__}-{uuid.uuid4().hex}"
+    cls = faces(mutant)[0]
     return lambda: cls(name)
 
 
@@ -65,7 +68,7 @@ def test_an_adapter_that_turns_integers_into_floats_fails_with_a_plain_message()
 
 
 @pytest.mark.parametrize("mutant", [ReadMovesUpdatedAt, FailedMergeMovesUpdatedAt], ids=lambda m: m.__name__)
-def test_timestamp_bugs_fail_the_same_way_every_run_never_flaky(mutant: type[InMemoryStorage]) -> None:
+def test_timestamp_bugs_fail_the_same_way_every_run_never_flaky(mutant: type[ReferenceHooks]) -> None:
     # The state machine waits for the clock after each write, so these fail at the same step on every run and on
     # Hypothesis's replay; before, they failed only when the millisecond ticked and were often reported "Flaky".
     quick_ci = dataclasses.replace(PROFILES["ci"], shrink_seconds=0, shrink_total_seconds=None)

@@ -3,12 +3,16 @@
 ``workmem compat REPORTS... [-o FILE]`` merges conformance JSON reports into a
 Markdown compatibility table (see :mod:`workmem.conformance.table`).
 
-``workmem conformance [URL] [--profile quick|ci|thorough] [--json FILE] [--check NAME]`` runs
-the conformance suite against ``URL`` and prints a table of the checks (on stderr when
+``workmem conformance [URL] [--profile quick|ci|thorough] [--api sync|async] [--json FILE] [--check NAME]``
+runs the conformance suite against ``URL`` (through the sync API, or with ``--api async`` the same
+checks through ``workmem.connect_async``) and prints a table of the checks (on stderr when
 ``--json -`` puts the JSON report alone on stdout); the exit status is 0 only if every required
 check passed (1 if a check failed, 2 if the suite could not run or an argument is wrong, 130 on
 Ctrl-C). Without ``URL`` it uses the embedded libSQL default, a ``workmem.db`` in a fresh
 temporary folder (or ``memory://`` when the libSQL adapter is not available).
+
+``workmem copy SRC_URL DST_URL [--overwrite] [--verify] [--page-size N]``, ``workmem export URL [-o FILE]``
+and ``workmem import URL FILE`` move records between backends (see :mod:`workmem.transfer.cli`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     conf = commands.add_parser("conformance", help="run the conformance suite against a backend")
     conf.add_argument("url", nargs="?", help="backend URL (default: a libSQL file in a fresh temporary folder)")
     conf.add_argument("--profile", choices=["quick", "ci", "thorough"], default="ci", help="default: ci")
+    conf.add_argument(
+        "--api",
+        choices=["sync", "async"],
+        default="sync",
+        help="the API the checks drive: sync (workmem.connect) or async (workmem.connect_async); default: sync",
+    )
     conf.add_argument("--check", action="append", metavar="NAME", help="run only this check (repeatable)")
     conf.add_argument("--json", dest="json_file", metavar="FILE", help="write the JSON report to FILE ('-': stdout)")
     from workmem.conformance import table as compat_table
@@ -52,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     compat_table.configure_parser(
         commands.add_parser("compat", help="merge conformance JSON reports into a Markdown compatibility table")
     )
+    from workmem.transfer import cli as transfer_cli
+
+    transfer_cli.configure_parsers(commands)
     return parser
 
 
@@ -143,10 +156,10 @@ def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     interrupt = _Interrupt()
     with interrupt, _default_url(err) if args.url is None else _given(args.url, err) as url:
-        print(f"workmem conformance, profile {args.profile}:", file=err)
+        print(f"workmem conformance, profile {args.profile}, {args.api} API:", file=err)
         try:
             with _hypothesis_home():
-                report = run(url, profile=args.profile, only=args.check, progress=progress)
+                report = run(url, profile=args.profile, only=args.check, progress=progress, api=args.api)
             interrupt.raise_if_pending()
         except (WorkmemError, ValueError, TypeError, OSError) as exc:
             message = masked(url, f"cannot run against {url}: {type(exc).__name__}: {exc}")
@@ -238,6 +251,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             from workmem.conformance import table as compat_table
 
             return compat_table.run_cli(args)
+        if args.command in ("copy", "export", "import"):
+            from workmem.transfer import cli as transfer_cli
+
+            return transfer_cli.run(args, out, err, masked)
     except KeyboardInterrupt:
         print("\nworkmem: interrupted", file=err, flush=True)
         return 130  # 128 + SIGINT, what a shell reports for Ctrl-C

@@ -7,6 +7,11 @@ Run it against any adapter, three ways, all on the same checks:
 * pytest: ``pytest --workmem-url URL``, or subclass :class:`ConformanceTests`
   and override the ``workmem_target`` fixture.
 
+Each way drives the sync API by default and the async one on request
+(``run(..., api="async")``, ``--api async``, ``--workmem-api async``): the same
+checks, each call awaited on an event loop of the suite's own
+(:mod:`workmem.conformance.apis`).
+
 Running it needs the ``conformance`` extra (Hypothesis, pytest); importing
 this package does not.
 """

@@ -33,6 +33,7 @@ CHECK_MODULES = (
     "workmem.conformance.creation",
     "workmem.conformance.processes",
     "workmem.conformance.edges",
+    "workmem.conformance.bulk",
 )
 """The modules whose import registers the checks, in the order they run."""
 

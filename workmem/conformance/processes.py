@@ -2,6 +2,7 @@
 
 They need a URL (a factory cannot be handed to another process) and run only
 when the adapter declares the capability; otherwise they are reported skipped.
+The worker processes drive the API the run drives (``sync`` or ``async``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from workmem.records import Thread
 from workmem.registry import builtin_schemes, resolve
 from workmem.urls import scheme_of
 
+from .apis import Api
 from .checks import CheckContext, CheckSkipped, check
 
 __all__ = ["PROCESSES", "spawn"]
@@ -39,21 +41,21 @@ def _adapter_of(url: str) -> str | None:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, Any]]:
+def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0, *, api: Api = "sync") -> list[dict[str, Any]]:
     """Run each job in its own Python process (started together); their JSON results in order.
 
     The workers see this process's ``sys.path`` and the adapter of any scheme
-    registered here with :func:`workmem.register`.
+    registered here with :func:`workmem.register`, and use the same ``api``.
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    jobs = [{**job, "adapter": _adapter_of(job["url"])} for job in jobs]
+    jobs = [{**job, "adapter": _adapter_of(job["url"]), "api": api} for job in jobs]
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "workmem.conformance.worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
+            bufsize=0,  # unbuffered: reading the "ready" line must not swallow the result behind it
             env=env,
         )
         for _ in jobs
@@ -61,7 +63,7 @@ def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, 
     try:
         for proc, job in zip(procs, jobs, strict=True):
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(job) + "\n")
+            proc.stdin.write((json.dumps(job) + "\n").encode())
             proc.stdin.flush()
         # A start barrier: every worker has imported workmem and connected before any begins.
         for proc in procs:
@@ -70,7 +72,7 @@ def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, 
         for proc in procs:
             assert proc.stdin is not None
             try:
-                proc.stdin.write("go\n")
+                proc.stdin.write(b"go\n")
                 proc.stdin.close()
             except BrokenPipeError:  # the worker failed before the start; its result says why
                 pass
@@ -78,9 +80,10 @@ def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0) -> list[dict[str, 
         results = []
         for proc in procs:
             try:
-                out, err = proc.communicate(timeout=timeout)
+                raw_out, raw_err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise AssertionError("a worker process did not finish in time") from None
+            out, err = raw_out.decode(errors="replace"), raw_err.decode(errors="replace")
             lines = out.strip().splitlines()
             assert proc.returncode == 0 and lines, f"a worker process failed: {err.strip()[-2000:]}"
             results.append(json.loads(lines[-1]))
@@ -123,7 +126,7 @@ def cross_process_atomic(ctx: CheckContext) -> None:
                 "title": f"by {i}",
             }
         )
-    results = spawn(jobs)
+    results = spawn(jobs, api=ctx.target.api)
     merges, creates = results[0::2], results[1::2]
     failed = [r for r in merges if not r.get("ok")]
     assert not failed, f"a merge in another process failed: {failed[0]}"
@@ -161,7 +164,8 @@ def persistence(ctx: CheckContext) -> None:
         "thread_memory": "thread memory ✓",
     }
     if ctx.target.url is not None:
-        got = spawn([{"url": ctx.target.url, "op": "read", "resource_id": rid, "thread_id": tid}])[0]
+        job = {"url": ctx.target.url, "op": "read", "resource_id": rid, "thread_id": tid}
+        got = spawn([job], api=ctx.target.api)[0]
         assert got == want, f"another process read {got!r} after the writer closed, expected {want!r}"
     reader = ctx.open()
     resource, thread = reader.get_resource(rid), reader.get_thread(tid)

@@ -7,8 +7,11 @@
   pytest collects anyway: a variable in the environment never takes a
   project's own tests out of its run. (``WORKMEM_URL``, which applications
   use for their own storage, means nothing to the plugin.)
-* Either way the run's header names the URL (masked) and the profile.
+* Either way the run's header names the URL (masked), the profile and the API.
 * ``--workmem-profile quick|ci|thorough`` picks the profile (default ``ci``).
+* ``--workmem-api sync|async`` (or ``WORKMEM_CONFORMANCE_API``) picks the API the
+  checks drive, for the URL's suite and every ``ConformanceTests`` subclass that
+  does not pin its own ``workmem_api`` (default ``sync``); the header names it.
 * Any collected :class:`~workmem.conformance.ConformanceTests` subclass whose
   standard check was swapped for another function fails the collection.
 
@@ -17,11 +20,12 @@ With neither option nor variable the plugin adds nothing to the run.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from .suite import URL_ENV, configured_url
+from .suite import API_ENV, URL_ENV, configured_api, configured_url
 from .target import masked
 
 __all__ = ["SUITE_MODULE"]
@@ -46,9 +50,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=["quick", "ci", "thorough"],
         help="conformance profile: quick, ci (default) or thorough",
     )
+    group.addoption(
+        "--workmem-api",
+        dest="workmem_api",
+        default=None,
+        choices=["sync", "async"],
+        help=f"the API the conformance checks drive: sync (default) or async (or set {API_ENV})",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    configured_api(config)  # a wrong WORKMEM_CONFORMANCE_API is a usage error before anything runs
     if configured_url(config) is None:
         return
     explicit_paths = config.args_source == pytest.Config.ArgsSource.ARGS
@@ -59,12 +71,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    url = configured_url(config)
-    if url is None:
-        return None
+    url, api = configured_url(config), configured_api(config)
+    if url is None:  # the API alone, when one was asked for: it applies to every ConformanceTests class
+        option = config.getoption("workmem_api", default=None)
+        if not (option or os.environ.get(API_ENV)):
+            return None
+        return f"workmem conformance suite: {api} API (from {'--workmem-api' if option else API_ENV})"
     source = "--workmem-url" if config.getoption("workmem_url") else URL_ENV
     profile = config.getoption("workmem_profile") or "ci"
-    return f"workmem conformance suite: {masked(url)} (from {source}), profile {profile}"
+    return f"workmem conformance suite: {masked(url)} (from {source}), profile {profile}, {api} API"
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

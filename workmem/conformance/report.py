@@ -8,11 +8,15 @@ from typing import Any, Final, Literal, cast, get_args
 
 from workmem.validation import json_type
 
-__all__ = ["STATUSES", "CheckResult", "Report", "ReportFormatError", "Status"]
+__all__ = ["APIS", "STATUSES", "Api", "CheckResult", "Report", "ReportFormatError", "Status"]
 
 Status = Literal["passed", "failed", "skipped", "xfailed"]
 STATUSES: Final = frozenset(get_args(Status))
 """The check outcomes a report may contain."""
+Api = Literal["sync", "async"]
+"""Which face of the storage a run drives."""
+APIS: Final[tuple[Api, ...]] = get_args(Api)
+"""The APIs a run may drive (``Report.api``); a report without the field is from a sync run."""
 
 
 class ReportFormatError(ValueError):
@@ -91,6 +95,8 @@ class Report:
     """ISO-8601 UTC."""
     duration_s: float
     checks: list[CheckResult] = field(default_factory=list)
+    api: Api = "sync"
+    """The API the checks drove: ``sync`` (:func:`workmem.connect`) or ``async`` (:func:`workmem.connect_async`)."""
 
     @property
     def passed(self) -> bool:
@@ -107,6 +113,7 @@ class Report:
             "adapter": self.adapter,
             "url": self.url,
             "profile": self.profile,
+            "api": self.api,
             "started_at": self.started_at,
             "duration_s": self.duration_s,
             "passed": self.passed,
@@ -125,6 +132,9 @@ class Report:
         url = data["url"]
         if url is not None and not isinstance(url, str):
             raise ReportFormatError(f"'url' has the wrong type (a JSON {json_type(url)})")
+        api = data.get("api", "sync")  # reports from before the async API ran the sync one
+        if api not in APIS:
+            raise ReportFormatError(f"'api' must be one of {', '.join(APIS)}, not {api!r}")
         checks = [CheckResult.from_dict(item) for item in _require(data, "checks", list, "")]
         names = [c.name for c in checks]
         if len(set(names)) != len(names):
@@ -138,6 +148,7 @@ class Report:
             started_at=_require(data, "started_at", str, ""),
             duration_s=_number(data, "duration_s", ""),
             checks=checks,
+            api=api,
         )
         passed = _require(data, "passed", bool, "")
         if passed != report.passed:
@@ -179,6 +190,7 @@ class Report:
         verdict = "PASSED" if self.passed else "FAILED"
         lines.append("")
         lines.append(
-            f"{verdict}: {summary} in {self.duration_s:.1f}s ({self.backend}, {self.adapter}, profile {self.profile})"
+            f"{verdict}: {summary} in {self.duration_s:.1f}s"
+            f" ({self.backend}, {self.adapter}, profile {self.profile}, {self.api} API)"
         )
         return "\n".join(line.rstrip() for line in lines)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import workmem
 from workmem.timestamps import to_iso
 
+from .apis import Api, adapter_module, adapter_name, check_api
 from .checks import Check, CheckContext, CheckSkipped, all_checks, get_check
 from .profiles import Profile, get_profile, shrink_budget
 from .report import CheckResult, Report, Status
@@ -110,12 +111,17 @@ def _check_xfail(xfail: Mapping[str, str] | None, names: Iterable[str]) -> dict[
 
 
 def run_check(
-    check: Check | str, target: TargetLike, *, profile: str | Profile = "ci", xfail: str | None = None
+    check: Check | str,
+    target: TargetLike,
+    *,
+    profile: str | Profile = "ci",
+    xfail: str | None = None,
+    api: Api = "sync",
 ) -> CheckResult:
-    """Run one check against a fresh :class:`Target` (what each pytest test does)."""
+    """Run one check against a fresh :class:`Target` (what each pytest test does), through ``api``."""
     check = get_check(check) if isinstance(check, str) else check
     profile = get_profile(profile)
-    return _execute(check, Target(target), profile, xfail)
+    return _execute(check, Target(target, check_api(api)), profile, xfail)
 
 
 def run(
@@ -125,13 +131,18 @@ def run(
     xfail: Mapping[str, str] | None = None,
     only: Iterable[str] | None = None,
     progress: Progress | None = None,
+    api: Api = "sync",
 ) -> Report:
     """Run the conformance suite against ``target`` (a URL, or a factory of new connections).
 
+    ``api="async"`` runs the same checks on the async API: connections are
+    opened with :func:`workmem.connect_async` (or ``target`` is an async
+    factory) and each call is awaited on an event loop of the suite's own.
     ``xfail`` maps check names to the reason they are expected to fail;
     ``only`` restricts the run to some checks; ``progress`` is told when each
     check starts and ends. Connection failures raise before any check runs.
     """
+    api = check_api(api)
     chosen = get_profile(profile)
     checks = all_checks()
     xfails = _check_xfail(xfail, (c.name for c in checks))
@@ -141,11 +152,14 @@ def run(
         if unknown:
             raise ValueError(f"unknown checks: {', '.join(sorted(unknown))}")
         checks = [c for c in checks if c.name in wanted]
-    target_obj = Target(target)
+    target_obj = Target(target, api)
     started_at = datetime.now(UTC)
     started = time.perf_counter()
-    cls = type(target_obj.open())
-    target_obj.close_all()
+    try:
+        first = target_obj.open()
+        adapter, module = adapter_name(first), adapter_module(first)
+    finally:
+        target_obj.close_all()
     results: list[CheckResult] = []
     budget: float | None = chosen.shrink_total_seconds
     for one in checks:
@@ -162,11 +176,12 @@ def run(
             progress(one, result)
     return Report(
         workmem_version=workmem.__version__,
-        backend=target_obj.scheme or cls.__module__.rsplit(".", 1)[-1],
-        adapter=f"{cls.__module__}:{cls.__qualname__}",
+        backend=target_obj.scheme or module.rsplit(".", 1)[-1],
+        adapter=adapter,
         url=target_obj.masked_url,
         profile=chosen.name,
         started_at=to_iso(started_at),
         duration_s=round(time.perf_counter() - started, 3),
         checks=results,
+        api=api,
     )

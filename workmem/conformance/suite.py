@@ -5,6 +5,7 @@ return a URL or a factory of connections to a fresh namespace::
 
     class TestMyBackend(ConformanceTests):
         xfail = {"cross_process_atomic": "the demo server runs one process"}
+        workmem_api = "async"  # optional: else --workmem-api / WORKMEM_CONFORMANCE_API, else sync
 
         @pytest.fixture
         def workmem_target(self) -> str:
@@ -24,15 +25,18 @@ from typing import Any, ClassVar
 
 import pytest
 
+from .apis import Api, check_api
 from .checks import Check, all_checks
 from .runner import run_check
 from .target import TargetLike
 
-__all__ = ["ConformanceTests", "configured_url", "method_name", "overridden_checks"]
+__all__ = ["ConformanceTests", "configured_api", "configured_url", "method_name", "overridden_checks"]
 
 URL_OPTION = "--workmem-url"
 PROFILE_OPTION = "--workmem-profile"
 URL_ENV = "WORKMEM_CONFORMANCE_URL"  # not WORKMEM_URL: applications use that one for their own storage
+API_OPTION = "--workmem-api"
+API_ENV = "WORKMEM_CONFORMANCE_API"
 CHECK_ATTR = "__workmem_check__"
 
 
@@ -46,10 +50,21 @@ def configured_url(config: pytest.Config) -> str | None:
     return url or None
 
 
+def configured_api(config: pytest.Config) -> Api:
+    """The API given with ``--workmem-api`` or ``WORKMEM_CONFORMANCE_API``; else ``sync``."""
+    api = config.getoption("workmem_api", default=None) or os.environ.get(API_ENV) or "sync"
+    try:
+        return check_api(api)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{API_ENV}: {exc}") from None
+
+
 def _make_test(check: Check) -> Callable[..., None]:
     def test(self: ConformanceTests, workmem_target: TargetLike, request: pytest.FixtureRequest) -> None:
-        profile = type(self).workmem_profile or request.config.getoption("workmem_profile", default=None) or "ci"
-        result = run_check(check, workmem_target, profile=profile, xfail=type(self).xfail.get(check.name))
+        cls = type(self)
+        profile = cls.workmem_profile or request.config.getoption("workmem_profile", default=None) or "ci"
+        api = cls.workmem_api or configured_api(request.config)
+        result = run_check(check, workmem_target, profile=profile, xfail=cls.xfail.get(check.name), api=api)
         if result.status == "failed":
             pytest.fail(result.reason or "failed", pytrace=False)
         elif result.status == "skipped":
@@ -74,6 +89,10 @@ class ConformanceTests:
     workmem_profile: ClassVar[str | None] = None
     """Profile for this class; else ``--workmem-profile``; else ``ci``."""
 
+    workmem_api: ClassVar[Api | None] = None
+    """API for this class (``sync`` or ``async``); else ``--workmem-api`` / ``WORKMEM_CONFORMANCE_API``; else sync.
+    With ``async`` the ``workmem_target`` fixture may also return an async factory."""
+
     @pytest.fixture
     def workmem_target(self, request: pytest.FixtureRequest) -> TargetLike:
         """Override: return a URL or a factory of connections to a fresh namespace."""
@@ -93,6 +112,11 @@ class ConformanceTests:
                 f"{cls.__qualname__} overrides the standard conformance check(s) {', '.join(overridden)}; "
                 "standard checks cannot be replaced: declare them in xfail = {'check_name': 'reason'} instead"
             )
+        if cls.workmem_api is not None:
+            try:
+                check_api(cls.workmem_api)
+            except ValueError as exc:
+                raise TypeError(f"{cls.__qualname__}.workmem_api: {exc}") from None
         names = set(standard.values())
         for name, reason in dict(cls.xfail).items():
             if name not in names:

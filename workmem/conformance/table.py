@@ -2,16 +2,17 @@
 
 Each input is a JSON report written by ``workmem conformance URL --json FILE``
 (``Report.to_dict()``) and is read back with ``Report.from_dict()``. CI names them
-``report-<backend>-<version>-py<python>.json``;
-the version and Python are read from that name when it has this shape, the
-backend always from the report itself::
+``report-<backend>-<version>-py<python>.json`` (``...-py<python>-async.json`` for a run
+through the async API); the version and Python are read from that name when it has this
+shape, the backend and the API always from the report itself (a report from before the
+``api`` field ran the sync API)::
 
     workmem compat reports/*.json -o COMPATIBILITY.md
     workmem compat reports/ --expect libsql --expect postgres
 
 A directory argument stands for the ``*.json`` files in and below it
 (``gh run download`` puts each artifact in its own folder). Columns are one per
-backend, split by version and Python only where a backend has several; columns
+backend, split by version, API and Python only where a backend has several; columns
 of one backend version whose results are identical on every Python are merged
 into one. Rows are the checks, in the order the suite ran them. Cells are ✅
 passed, ❌ failed (reason), ⏭ skipped (reason), ⚠ xfail (reason), "— not run"
@@ -61,8 +62,10 @@ __all__ = [
 DEFAULT_BACKENDS: Final = ("libsql", "postgres", "upstash", "mongodb", "oracle")
 """The backends CI tests; each gets a column, saying "no report" if none came in."""
 
-REPORT_NAME = re.compile(r"^report-(?P<backend>[A-Za-z0-9_+]+)-(?P<version>.+)-py(?P<python>\d+(?:\.\d+)*)$")
-"""CI's report file stem, ``report-<backend>-<version>-py<python>``."""
+REPORT_NAME = re.compile(
+    r"^report-(?P<backend>[A-Za-z0-9_+]+)-(?P<version>.+)-py(?P<python>\d+(?:\.\d+)*)(?:-(?P<api>sync|async))?$"
+)
+"""CI's report file stem, ``report-<backend>-<version>-py<python>``, with ``-async`` for the async API's run."""
 _REASON_CHARS: Final = 120
 
 
@@ -228,10 +231,20 @@ def _cells(report: ReportFile) -> dict[str, Cell]:
     return {c.name: Cell(c.status, c.reason) for c in report.report.checks}
 
 
-def _label(backend: str, version: str | None, pythons: Sequence[str], *, show_version: bool, show_python: bool) -> str:
+def _label(
+    backend: str,
+    version: str | None,
+    pythons: Sequence[str],
+    *,
+    show_version: bool,
+    show_python: bool,
+    api: str | None = None,
+) -> str:
     label = backend
     if show_version and version:
         label += f" {version}"
+    if api:
+        label += f" {api} API"
     if show_python and pythons:
         label += " (py" + ", ".join(pythons) + ")"
     return label
@@ -242,21 +255,26 @@ def _columns_for(backend: str, reports: list[ReportFile], *, merge: bool) -> lis
     pythons = {r.python for r in reports if r.python}
     show_version = len(versions) > 1
     show_python = len(pythons) > 1
+    show_api = len({r.report.api for r in reports}) > 1  # a backend run through both APIs: a column for each
     columns: list[Column] = []
-    by_version: dict[str | None, list[ReportFile]] = {}
-    for r in sorted(reports, key=lambda r: (_natural(r.version), _natural(r.python), r.source)):
-        by_version.setdefault(r.version, []).append(r)
-    for version, group in by_version.items():
+    by_version: dict[tuple[str | None, str], list[ReportFile]] = {}
+    order = sorted(reports, key=lambda r: (_natural(r.version), r.report.api != "sync", _natural(r.python), r.source))
+    for r in order:
+        by_version.setdefault((r.version, r.report.api), []).append(r)
+    for (version, api), group in by_version.items():
+        shown_api = api if show_api else None
         first = _cells(group[0])
         identical = all(_cells(r) == first and r.report.passed == group[0].report.passed for r in group[1:])
         if merge and identical:
             group_pythons = [r.python for r in group if r.python]
-            label = _label(backend, version, group_pythons, show_version=show_version, show_python=show_python)
+            label = _label(
+                backend, version, group_pythons, show_version=show_version, show_python=show_python, api=shown_api
+            )
             columns.append(Column(label, backend, tuple(group), first))
             continue
         for r in group:
             py = [r.python] if r.python else []
-            label = _label(backend, version, py, show_version=show_version, show_python=show_python)
+            label = _label(backend, version, py, show_version=show_version, show_python=show_python, api=shown_api)
             if not r.python and len(group) > 1:
                 label += f" [{r.source}]"
             columns.append(Column(label, backend, (r,), _cells(r)))
@@ -313,7 +331,8 @@ def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
     for r in sorted(table.reports, key=lambda r: r.source):
         lines.append(
             f"- `{r.source}`: {r.backend} ({r.report.adapter}), workmem {r.report.workmem_version}, "
-            f"profile {r.report.profile}, started {r.report.started_at}, {r.report.duration_s:.1f} s"
+            f"profile {r.report.profile}{', async API' if r.report.api == 'async' else ''}, "
+            f"started {r.report.started_at}, {r.report.duration_s:.1f} s"
             + (f", `{r.report.url}`" if r.report.url else "")
         )
     return "\n".join(lines) + "\n"

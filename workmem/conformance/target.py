@@ -3,24 +3,36 @@
 Every check opens its connections through :class:`Target`, so the concurrency
 checks get one connection per worker. A plain ``memory://`` URL is given a
 fresh random name, so that its connections share one in-process store.
+
+With ``api="async"`` each connection is opened with
+:func:`workmem.connect_async` (or the async factory) and handed to the checks
+as an :class:`~workmem.conformance.apis.AsyncStorageView`; all the connections
+of one check share one event loop, on a thread of its own, stopped by
+:meth:`Target.close_all`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from workmem.registry import connect
+from workmem.aio import AsyncMemoryStorage
+from workmem.registry import connect, connect_async
 from workmem.storage import MemoryStorage
 from workmem.urls import mask_secrets, scheme_of, url_secrets
 
-__all__ = ["Factory", "Target", "TargetLike", "masked"]
+from .apis import Api, AsyncStorageView, EventLoopThread, check_api, opened
+
+__all__ = ["AsyncFactory", "Factory", "Target", "TargetLike", "masked"]
 
 Factory = Callable[[], MemoryStorage]
 """A zero-argument callable returning a NEW connection to the same backend namespace."""
 
-TargetLike = str | Factory
+AsyncFactory = Callable[[], AsyncMemoryStorage | Awaitable[AsyncMemoryStorage]]
+"""For ``api="async"``: a zero-argument callable (or coroutine function) giving a NEW async connection."""
+
+TargetLike = str | Factory | AsyncFactory
 """What :func:`workmem.conformance.run` accepts."""
 
 
@@ -36,13 +48,18 @@ def masked(url: str, text: str | None = None) -> str:
 class Target:
     """Opens connections to one backend namespace and remembers them, to close them all at the end."""
 
-    def __init__(self, target: TargetLike) -> None:
+    def __init__(self, target: TargetLike, api: Api = "sync") -> None:
+        self.api: Api = check_api(api)
+        """The API the checks drive: ``sync``, or ``async`` through :class:`AsyncStorageView`."""
         if isinstance(target, str):
             self.given_url: str | None = target
             if target.rstrip("/") in ("memory:", "memory:/", "memory://"):
                 target = f"memory://conformance-{uuid.uuid4().hex}"
             self.url: str | None = target
-            self._factory: Factory = lambda: connect(target)
+            url = target
+            self._factory: Callable[[], object] = (
+                (lambda: connect(url)) if api == "sync" else (lambda: connect_async(url))
+            )
         elif callable(target):
             self.given_url = self.url = None
             self._factory = target
@@ -50,20 +67,35 @@ class Target:
             raise TypeError(f"expected a URL or a zero-argument factory, got {type(target).__name__}")
         self._secrets = _url_secrets(self.url) if self.url else []
         self._open: list[MemoryStorage] = []
+        self._loop: EventLoopThread | None = None
 
     def open(self) -> MemoryStorage:
-        """A new connection (closed by :meth:`close_all`)."""
-        storage = self._factory()
-        if not isinstance(storage, MemoryStorage):
-            raise TypeError(f"the factory returned {type(storage).__name__}, not a MemoryStorage")
+        """A new connection (closed by :meth:`close_all`); with the async API, a view of one."""
+        if self.api == "sync":
+            storage = self._factory()
+            if not isinstance(storage, MemoryStorage):
+                kind = " (an async storage: run with api='async')" if isinstance(storage, AsyncMemoryStorage) else ""
+                raise TypeError(f"the factory returned {type(storage).__name__}, not a MemoryStorage{kind}")
+        else:
+            if self._loop is None or not self._loop.running:
+                self._loop = EventLoopThread()
+            factory, loop = self._factory, self._loop
+
+            async def make() -> AsyncMemoryStorage:
+                return await opened(factory())
+
+            storage = AsyncStorageView(loop.run(make()), loop)
         self._open.append(storage)
         return storage
 
     def close_all(self) -> None:
-        """Close every connection this target opened; errors on close are ignored."""
+        """Close every connection this target opened (errors on close are ignored), then stop the event loop."""
         while self._open:
             with contextlib.suppress(Exception):  # closing is best effort at the end of a check
                 self._open.pop().close()
+        if self._loop is not None:
+            self._loop.stop()
+            self._loop = None
 
     @property
     def masked_url(self) -> str | None:

@@ -3,7 +3,9 @@
 Reads one JSON job line from standard input (so a URL with a password never
 shows in the process list), connects, prints ``ready``, waits for the parent's
 ``go`` line (a start barrier across all workers), runs the job and prints one
-JSON result line.
+JSON result line. A job with ``"api": "async"`` connects with
+:func:`workmem.connect_async` and runs through the suite's
+:class:`~workmem.conformance.target.Target`, as the parent's checks do.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from typing import Any
 
 import workmem
+from workmem.conformance.target import Target
 from workmem.records import Thread
 from workmem.urls import scheme_of
 
@@ -49,11 +52,15 @@ def main() -> int:
     try:
         if job.get("adapter"):
             workmem.register(scheme_of(job["url"]), job["adapter"], clobber=True)
-        with workmem.connect(job["url"]) as storage:
+        target = Target(job["url"], job.get("api", "sync"))
+        try:
+            storage = target.open()
             print("ready", flush=True)
             ready = True
             sys.stdin.readline()  # "go"
             result = _job(storage, job)
+        finally:
+            target.close_all()
     except Exception as exc:
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     if not ready:
