@@ -1,16 +1,21 @@
 """A scripted stand-in for the model, doing with the working memory what real models do.
 
 Real models answer the ``updateWorkingMemory`` tool from what the system
-message shows them, and they do it sloppily. :class:`ScriptedModel` reads the
-message exactly as :meth:`Memory.process_input` would give it to a model and
-answers with tool arguments as an API returns them (a JSON string):
+message shows them, and they do it sloppily. The habits are plain functions of
+the memory message a model is shown, returning tool arguments as an API returns
+them (a JSON string), so sync and async tests share them:
 
-* :meth:`ScriptedModel.copy_back` copies the fenced data as shown, escapes and all;
-* :meth:`ScriptedModel.edit` copies it with one substring replaced, as a model adding a fact does;
-* :meth:`ScriptedModel.echo_template` sends the unfilled template (from the template fence) as shown;
-* :meth:`ScriptedModel.send_patch` sends a schema-mode patch, optionally padded with ``null`` for every
+* :func:`copy_back_arguments` copies the fenced data as shown, escapes and all;
+* :func:`edit_arguments` copies it with one substring replaced, as a model adding a fact does;
+* :func:`template_arguments` sends the unfilled template (from the template fence) as shown;
+* :func:`patch_arguments` sends a schema-mode patch, optionally padded with ``null`` for every
   field it did not mean to change, and optionally with the patch as a JSON string inside the arguments;
 * :func:`nested_arguments` builds arguments nested absurdly deep.
+
+:class:`ScriptedModel` plays them against a :class:`Memory`: it reads the message
+exactly as :meth:`Memory.process_input` would give it to a model and sends the
+arguments to :meth:`Memory.call_tool`. An async test does the same with
+``await AsyncMemory.process_input`` / ``call_tool`` and :func:`memory_message`.
 
 No network and no randomness: each call does one thing, so tests can drive many turns.
 """
@@ -18,11 +23,25 @@ No network and no randomness: each call does one thing, so tests can drive many 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workmem.agent import DATA_TAG, Memory, ToolResult
+from workmem.agent import DATA_TAG, Memory, ToolResult, WorkingMemorySchema
 
-__all__ = ["ScriptedModel", "fenced", "nested_arguments"]
+__all__ = [
+    "ScriptedModel",
+    "copy_back_arguments",
+    "edit_arguments",
+    "fenced",
+    "memory_arguments",
+    "memory_message",
+    "nested_arguments",
+    "patch_arguments",
+    "template_arguments",
+]
+
+USER_TURN = [{"role": "user", "content": "hi"}]
+"""The message list the model's prompt is built from."""
 
 
 def fenced(message: str, tag: str = DATA_TAG) -> str:
@@ -37,6 +56,48 @@ def nested_arguments(depth: int, *, leaf: object = "x") -> str:
     return '{"memory": ' + '{"a": ' * depth + json.dumps(leaf) + "}" * depth + "}"
 
 
+def memory_message(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The content of the one system message in ``messages`` (what ``process_input`` of :data:`USER_TURN` gives)."""
+    system = [m for m in messages if m["role"] == "system"]
+    assert len(system) == 1, system
+    content = system[0]["content"]
+    assert isinstance(content, str)
+    return content
+
+
+def memory_arguments(memory: object, *, as_string: bool = False) -> str:
+    """``{"memory": memory}``; ``as_string`` sends a JSON value as a JSON string instead, as models do."""
+    value = json.dumps(memory) if as_string else memory
+    return json.dumps({"memory": value})
+
+
+def copy_back_arguments(prompt: str, mode: str) -> str:
+    """The memory sent back as shown: text in template mode, the shown JSON as the patch in schema mode."""
+    shown = fenced(prompt)
+    return memory_arguments(shown if mode == "template" else json.loads(shown))
+
+
+def edit_arguments(prompt: str, old: str, new: str) -> str:
+    """Template mode: what is shown with ``old`` replaced by ``new`` (a model recording a fact)."""
+    shown = fenced(prompt)
+    assert old in shown, (old, shown)
+    return memory_arguments(shown.replace(old, new, 1))
+
+
+def template_arguments(prompt: str) -> str:
+    """Template mode: the unfilled template exactly as the template fence shows it."""
+    return memory_arguments(fenced(prompt, "working_memory_template"))
+
+
+def patch_arguments(
+    patch: dict[str, Any], schema: WorkingMemorySchema, *, pad_with_null: bool = False, as_string: bool = False
+) -> str:
+    """Schema mode: ``patch``; ``pad_with_null`` adds ``null`` for every other top-level field."""
+    if pad_with_null:
+        patch = {name: None for name in schema.top_level_properties} | patch
+    return memory_arguments(patch, as_string=as_string)
+
+
 class ScriptedModel:
     """The model's side of one working memory (``thread_id`` / ``resource_id`` as ``Memory`` takes them)."""
 
@@ -48,12 +109,7 @@ class ScriptedModel:
 
     def prompt(self) -> str:
         """The memory message, as ``process_input`` puts it in front of the model."""
-        messages = self.memory.process_input([{"role": "user", "content": "hi"}], **self.address)
-        system = [m for m in messages if m["role"] == "system"]
-        assert len(system) == 1, system
-        content = system[0]["content"]
-        assert isinstance(content, str)
-        return content
+        return memory_message(self.memory.process_input(USER_TURN, **self.address))
 
     def sees(self) -> str:
         """The working memory exactly as the model sees it (escaped, inside the data fence)."""
@@ -66,29 +122,21 @@ class ScriptedModel:
 
     def send(self, memory: object, *, as_string: bool = False) -> ToolResult:
         """Send ``{"memory": memory}``; ``as_string`` sends a JSON value as a JSON string instead, as models do."""
-        value = json.dumps(memory) if as_string else memory
-        return self.call(json.dumps({"memory": value}))
+        return self.call(memory_arguments(memory, as_string=as_string))
 
     def copy_back(self) -> ToolResult:
         """Send the memory back as shown: text in template mode, the shown JSON as the patch in schema mode."""
-        shown = self.sees()
-        if self.memory.mode == "template":
-            return self.send(shown)
-        return self.send(json.loads(shown))
+        return self.call(copy_back_arguments(self.prompt(), self.memory.mode))
 
     def edit(self, old: str, new: str) -> ToolResult:
         """Template mode: send what is shown with ``old`` replaced by ``new`` (a model recording a fact)."""
-        shown = self.sees()
-        assert old in shown, (old, shown)
-        return self.send(shown.replace(old, new, 1))
+        return self.call(edit_arguments(self.prompt(), old, new))
 
     def echo_template(self) -> ToolResult:
         """Template mode: send the unfilled template exactly as the template fence shows it."""
-        return self.send(fenced(self.prompt(), "working_memory_template"))
+        return self.call(template_arguments(self.prompt()))
 
     def send_patch(self, patch: dict[str, Any], *, pad_with_null: bool = False, as_string: bool = False) -> ToolResult:
         """Schema mode: send ``patch``; ``pad_with_null`` adds ``null`` for every other top-level field."""
         assert self.memory.schema is not None
-        if pad_with_null:
-            patch = {name: None for name in self.memory.schema.top_level_properties} | patch
-        return self.send(patch, as_string=as_string)
+        return self.call(patch_arguments(patch, self.memory.schema, pad_with_null=pad_with_null, as_string=as_string))

@@ -3,12 +3,15 @@
 ``Memory`` wraps any :class:`~workmem.storage.MemoryStorage` (or a URL) and
 gives an agent its working memory: threads, the stored memory in a Markdown
 template or a JSON schema, the ``updateWorkingMemory`` tool and the system
-message that shows the memory to the model.
+message that shows the memory to the model. ``AsyncMemory`` is the same on an
+:class:`~workmem.aio.AsyncMemoryStorage`, as coroutines (one implementation:
+:mod:`workmem.agent.flows`).
 """
 
 from __future__ import annotations
 
 from workmem.agent.agents import SUB_AGENT_PREFIX, SubAgentResourceId, sub_agent_resource_id
+from workmem.agent.aio import AsyncMemory
 from workmem.agent.memory import Memory, ToolResult
 from workmem.agent.prompt import DATA_TAG, MEMORY_MESSAGE_NAME, escape_data, is_memory_message
 from workmem.agent.schema import WorkingMemorySchema
@@ -21,6 +24,7 @@ __all__ = [
     "MEMORY_MESSAGE_NAME",
     "SUB_AGENT_PREFIX",
     "TOOL_NAME",
+    "AsyncMemory",
     "Memory",
     "SubAgentResourceId",
     "ToolResult",

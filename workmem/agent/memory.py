@@ -15,50 +15,24 @@ the same on every backend::
 
 from __future__ import annotations
 
-import json
 import os
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Self
 
-from workmem.agent.agents import check_resource_id
-from workmem.agent.prompt import insert_memory_message, render_system_message, unescape_data, unfence
-from workmem.agent.schema import SchemaInput, WorkingMemorySchema
-from workmem.agent.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
-from workmem.agent.tool import (
-    ToolArgumentError,
-    ToolFormat,
-    a_json_type,
-    format_tool,
-    load_model_json,
-    parse_tool_arguments,
-    tool_definition,
-)
-from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError
-from workmem.merge_patch import apply_merge_patch, parse_json_object
-from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
+from workmem.agent import flows
+from workmem.agent.flows import BlockingPort, MemoryBase, StoragePort, ToolResult
+from workmem.agent.schema import SchemaInput
+from workmem.errors import ValidationError
+from workmem.flows import run_sync
+from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
-from workmem.storage import MemoryStorage, check_owner, thread_working_memory, thread_working_memory_to_merge
-from workmem.validation import dump_json, validate_id, validate_json_object, validate_text
+from workmem.storage import MemoryStorage
 
 __all__ = ["Memory", "ToolResult"]
 
-ToolResult = dict[str, Any]
-"""What :meth:`Memory.call_tool` returns: ``{"ok": True, "action", "message"}`` or ``{"ok": False, "error"}``."""
 
-
-@dataclass(frozen=True, slots=True)
-class _Address:
-    """Where one working memory lives, as the storage methods take it."""
-
-    scope: Scope
-    resource_id: str | None
-    thread_id: str | None
-
-
-class Memory:
+class Memory(MemoryBase):
     """Working memory for agents: threads, the stored memory, the update tool and the system message.
 
     ``storage`` is a :class:`~workmem.storage.MemoryStorage` or a URL for
@@ -76,11 +50,29 @@ class Memory:
     (working memory and threads alike), offers no tool and renders the memory as
     context only.
 
+    ``max_chars`` limits the size of the working memory, counted as ``len()`` of
+    the text workmem stores (schema mode: the compact JSON text of the document).
+    An update whose result would be larger is refused before anything is
+    written: :meth:`call_tool` tells the model the limit, the size it tried and
+    how to condense; :meth:`update_working_memory`, :meth:`merge_working_memory`
+    and a ``workingMemory`` in thread metadata raise
+    :class:`~workmem.errors.WorkingMemoryTooLargeError` (``limit``, ``size``,
+    ``current``). :meth:`system_message` shows the use ("1,840 of 4,000
+    characters"). Memory already stored above the limit (before the limit was
+    set, or by another program) is still read and shown, marked as over the
+    limit; an update that does not make it larger is accepted, one that grows
+    it is refused. A schema-mode merge checks the limit against the memory as
+    read just before the storage's atomic merge: a merge by another writer in
+    between can leave the stored result above the limit by what that writer
+    added (the next message shows it as over the limit). ``None`` (default): no limit.
+
     Resource ids starting with ``"workmem-sub-agent:"`` are reserved for isolated
     sub-agents: every method refuses them as plain strings (``ValidationError``)
     and takes them only as a :class:`~workmem.agent.agents.SubAgentResourceId`
     (see :func:`~workmem.agent.agents.sub_agent_resource_id`).
     """
+
+    _kind: ClassVar[str] = "Memory"
 
     def __init__(
         self,
@@ -90,21 +82,9 @@ class Memory:
         template: str | None = None,
         schema: SchemaInput | None = None,
         read_only: bool = False,
+        max_chars: int | None = None,
     ) -> None:
-        if scope not in ("resource", "thread"):
-            raise ValidationError(f"scope must be 'resource' or 'thread', not {scope!r}")
-        if template is not None and schema is not None:
-            raise ValidationError("give either a template (Markdown, replace) or a schema (JSON, merge), not both")
-        if not isinstance(read_only, bool):
-            raise ValidationError(f"read_only must be a bool, not {type(read_only).__name__}")
-        self.scope: Scope = scope
-        """``"resource"`` or ``"thread"``."""
-        self.read_only = read_only
-        """Whether every write is refused."""
-        self.schema: WorkingMemorySchema | None = None if schema is None else WorkingMemorySchema(schema)
-        """The schema and its derived forms (schema mode), else ``None``."""
-        self.template: str | None = None if self.schema is not None else check_template(template or DEFAULT_TEMPLATE)
-        """The Markdown template (template mode), else ``None``."""
+        super().__init__(scope=scope, template=template, schema=schema, read_only=read_only, max_chars=max_chars)
         if isinstance(storage, str | os.PathLike):  # a URL, or the path of a libSQL file
             # read-only: create nothing either (a SELECT-only role, a read-only file)
             self.storage: MemoryStorage = connect(storage, create=False) if read_only else connect(storage)
@@ -118,12 +98,8 @@ class Memory:
             )
 
     @property
-    def mode(self) -> Literal["template", "schema"]:
-        """``"template"`` (replace) or ``"schema"`` (merge)."""
-        return "template" if self.schema is None else "schema"
-
-    def __repr__(self) -> str:
-        return f"Memory({self.storage!r}, scope={self.scope!r}, mode={self.mode!r}, read_only={self.read_only})"
+    def _port(self) -> StoragePort:
+        return BlockingPort(self.storage)
 
     def close(self) -> None:
         """Close the storage if this ``Memory`` opened it from a URL. Idempotent."""
@@ -158,25 +134,11 @@ class Memory:
         one succeeds. To reuse a thread that may exist, call :meth:`get_thread`
         first, or catch :class:`ThreadExistsError`.
         """
-        self._require_writable("create_thread")
-        thread_id = str(uuid.uuid4()) if thread_id is None else validate_id(thread_id, "thread id")
-        rest, given = self._split_metadata(metadata)
-        initial = None if given is UNSET else given  # null on a new thread: nothing to set
-        if self.scope == "thread" and initial is not None:
-            rest[WORKING_MEMORY_KEY] = initial
-        resource_id = check_resource_id(resource_id)
-        thread = Thread(thread_id, resource_id, title, rest if metadata is not None else None)
-        stored = self.storage.create_thread(thread)  # insert-only, atomic in the database
-        if self.scope == "resource" and initial is not None:
-            self.storage.update_resource(resource_id, working_memory=initial)
-        return stored
+        return run_sync(flows.create_thread(self, thread_id, resource_id, title, metadata))
 
     def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """The thread or ``None``; a ``resource_id`` that does not own it raises :class:`ThreadOwnershipError`."""
-        thread = self.storage.get_thread(thread_id)
-        if thread is not None:
-            check_owner(thread, None if resource_id is None else check_resource_id(resource_id))
-        return thread
+        return run_sync(flows.get_thread(self, thread_id, resource_id))
 
     def update_thread(
         self,
@@ -192,27 +154,11 @@ class Memory:
         Raises :class:`ThreadNotFoundError` for a missing thread and
         :class:`ThreadOwnershipError` when ``resource_id`` is not its owner.
         """
-        self._require_writable("update_thread")
-        thread = self._existing_thread(thread_id, resource_id)
-        new_metadata: Mapping[str, Any] | Unset | None = metadata
-        given: str | Unset | None = UNSET
-        if isinstance(metadata, Mapping):
-            rest, given = self._split_metadata(metadata)
-            if self.scope == "thread" and given is not UNSET:
-                rest[WORKING_MEMORY_KEY] = given
-            new_metadata = rest if rest else UNSET
-        if title is not UNSET or new_metadata is not UNSET:
-            thread = self.storage.update_thread(thread_id, title=title, metadata=new_metadata)
-        if self.scope == "resource" and given is not UNSET:
-            self.storage.update_resource(thread.resource_id, working_memory=given)
-        return thread
+        return run_sync(flows.update_thread(self, thread_id, title, metadata, resource_id))
 
     def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """Delete the thread; ``True`` if it existed. A non-owner ``resource_id`` raises, deleting nothing."""
-        self._require_writable("delete_thread")
-        if resource_id is not None:
-            self.get_thread(thread_id, resource_id=resource_id)
-        return self.storage.delete_thread(thread_id)
+        return run_sync(flows.delete_thread(self, thread_id, resource_id))
 
     def list_threads(
         self,
@@ -224,9 +170,7 @@ class Memory:
         direction: Direction = "desc",
     ) -> ThreadPage:
         """One page of the resource's threads (as :meth:`MemoryStorage.list_threads`)."""
-        return self.storage.list_threads(
-            check_resource_id(resource_id), page=page, per_page=per_page, order_by=order_by, direction=direction
-        )
+        return run_sync(flows.list_threads(self, resource_id, page, per_page, order_by, direction))
 
     # -- working memory ------------------------------------------------------------
 
@@ -240,14 +184,13 @@ class Memory:
         :meth:`process_input`, as well as writes), in resource scope when no
         ``resource_id`` is given. A resource with no stored memory reads as ``None``.
         """
-        return self._read(self._address(thread_id, resource_id))
+        return run_sync(flows.get_working_memory(self, thread_id, resource_id))
 
     def get_working_memory_data(
         self, *, thread_id: str | None = None, resource_id: str | None = None
     ) -> dict[str, Any]:
         """Schema mode: the stored memory as a dict (``{}`` when none is stored)."""
-        self._require_schema("get_working_memory_data")
-        return parse_json_object(self.get_working_memory(thread_id=thread_id, resource_id=resource_id))
+        return run_sync(flows.get_working_memory_data(self, thread_id, resource_id))
 
     def update_working_memory(
         self,
@@ -259,11 +202,11 @@ class Memory:
         """Replace the working memory whole.
 
         Template mode takes text. Schema mode takes a dict or JSON text, which
-        must match the schema's document form (every field optional).
+        must match the schema's document form (every field optional). A result
+        over ``max_chars`` that is larger than what is stored now raises
+        :class:`~workmem.errors.WorkingMemoryTooLargeError`, writing nothing.
         """
-        self._require_writable("update_working_memory")
-        text = self._document_text(content, "working memory")
-        self._write(self._address(thread_id, resource_id), text)
+        run_sync(flows.update_working_memory(self, content, thread_id, resource_id))
 
     def merge_working_memory(
         self,
@@ -281,25 +224,13 @@ class Memory:
         storage's atomic merge. Because the derived forms are closed under merge
         (see :mod:`workmem.agent.schema`), a concurrent merge by another writer
         in between cannot make the result invalid, as long as the stored memory
-        was valid.
+        was valid. The ``max_chars`` limit is checked on that result the same way
+        (:class:`~workmem.errors.WorkingMemoryTooLargeError`); a concurrent merge
+        can leave the stored result above it by what that other writer added.
         """
-        self._require_schema("merge_working_memory")
-        self._require_writable("merge_working_memory")
-        checked = self._check_patch(patch)
-        return self._merge(self._address(thread_id, resource_id), checked)
+        return run_sync(flows.merge_working_memory(self, patch, thread_id, resource_id))
 
     # -- what the model sees and does ----------------------------------------------------
-
-    def tool_definition(self, *, format: ToolFormat = "neutral") -> dict[str, Any] | None:
-        """The ``updateWorkingMemory`` tool, or ``None`` in read-only mode (there is no tool to offer).
-
-        ``format``: ``"neutral"`` ``{"name", "description", "parameters"}``,
-        ``"openai"`` ``{"type": "function", "function": {...}}`` or
-        ``"anthropic"`` ``{"name", "description", "input_schema"}``.
-        """
-        if self.read_only:
-            return None
-        return format_tool(tool_definition(self.schema), format)
 
     def call_tool(
         self, arguments: str | Mapping[str, Any], *, thread_id: str | None = None, resource_id: str | None = None
@@ -322,30 +253,7 @@ class Memory:
         in read-only mode, :class:`ValidationError` for missing or invalid ids,
         :class:`ThreadNotFoundError`, :class:`ThreadOwnershipError`, and storage errors.
         """
-        self._require_writable("call_tool")
-        address = self._address(thread_id, resource_id)
-        try:
-            value = parse_tool_arguments(arguments)
-            if self.schema is None:
-                assert self.template is not None
-                if not isinstance(value, str):
-                    raise ToolArgumentError(
-                        f"'memory' must be a string holding the whole Markdown text, not {a_json_type(value)}"
-                    )
-                # The model saw the memory with &, < and > escaped and may copy it back as shown:
-                # decoding exactly those escapes stores what it meant, so round trips are stable.
-                value = unescape_data(unfence(validate_text(value, "'memory'")))  # fence copied too: dropped
-                if is_blank_update(value, [self.template]):
-                    return _ignored()
-                self._write(address, value)
-                return {"ok": True, "action": "replaced", "message": "Working memory replaced."}
-            patch = self._check_patch(value)
-            if not patch:  # changes nothing; every field set to null is a real update (it clears the memory)
-                return _ignored(_EMPTY_PATCH)
-            self._merge(address, patch)
-            return {"ok": True, "action": "merged", "message": "Working memory updated."}
-        except ValidationError as exc:  # ToolArgumentError included: what the model sent was unusable
-            return {"ok": False, "error": f"{str(exc).rstrip('.')}. Nothing was stored."}
+        return run_sync(flows.call_tool(self, arguments, thread_id, resource_id))
 
     def system_message(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str:
         """The system message for the model: instructions, the template or schema, and the current data.
@@ -355,17 +263,7 @@ class Memory:
         mode as JSON's ``\\u0026``, ``\\u003c``, ``\\u003e``), and marked as data
         rather than instructions. Read-only mode renders only the data, as context.
         """
-        stored = self._read(self._address(thread_id, resource_id))
-        if self.schema is None:
-            assert self.template is not None
-            structure = self.template
-            data = stored if stored is not None and stored.strip() else self.template
-        else:
-            structure = self.schema.to_json("document")
-            data = _pretty_json(stored)
-        return render_system_message(
-            mode=self.mode, scope=self.scope, structure=structure, data=data, read_only=self.read_only
-        )
+        return run_sync(flows.system_message(self, thread_id, resource_id))
 
     def process_input(
         self,
@@ -383,135 +281,4 @@ class Memory:
         by its content, see :func:`~workmem.agent.prompt.is_memory_message`).
         ``messages`` itself is not changed.
         """
-        content = self.system_message(thread_id=thread_id, resource_id=resource_id)
-        return insert_memory_message(messages, content)
-
-    # -- internals --------------------------------------------------------------------
-
-    def _require_writable(self, action: str) -> None:
-        if self.read_only:
-            raise ReadOnlyMemoryError(f"{action} refused: this Memory is read-only")
-
-    def _require_schema(self, action: str) -> None:
-        if self.schema is None:
-            raise ValidationError(f"{action} needs schema mode: create the Memory with schema=...")
-
-    def _existing_thread(self, thread_id: str, resource_id: str | None) -> Thread:
-        thread = self.get_thread(thread_id, resource_id=resource_id)
-        if thread is None:
-            raise ThreadNotFoundError(thread_id)
-        return thread
-
-    def _address(self, thread_id: str | None, resource_id: str | None) -> _Address:
-        if thread_id is not None:
-            validate_id(thread_id, "thread id")
-        if resource_id is not None:
-            resource_id = check_resource_id(resource_id)
-        if self.scope == "thread":
-            if thread_id is None:
-                raise ValidationError("scope 'thread' needs a thread_id")
-            return _Address("thread", resource_id, thread_id)
-        if thread_id is not None:
-            thread = self.storage.get_thread(thread_id)
-            if thread is not None:
-                check_owner(thread, resource_id)
-                return _Address("resource", thread.resource_id, None)
-            if resource_id is None:
-                raise ThreadNotFoundError(thread_id)
-        if resource_id is None:
-            raise ValidationError("scope 'resource' needs a resource_id, or a thread_id to take its owner from")
-        return _Address("resource", resource_id, None)
-
-    def _read(self, address: _Address) -> str | None:
-        if address.scope == "thread":
-            assert address.thread_id is not None
-            # A missing thread raises, as it does under resource scope (and as every write does).
-            thread = self._existing_thread(address.thread_id, address.resource_id)
-            return thread_working_memory(thread.metadata)
-        return self.storage.get_working_memory(scope="resource", resource_id=address.resource_id)
-
-    def _write(self, address: _Address, text: str) -> None:
-        self.storage.set_working_memory(
-            text, scope=address.scope, resource_id=address.resource_id, thread_id=address.thread_id
-        )
-
-    def _merge(self, address: _Address, patch: dict[str, Any]) -> dict[str, Any]:
-        assert self.schema is not None
-        if address.scope == "thread":
-            assert address.thread_id is not None
-            thread = self._existing_thread(address.thread_id, address.resource_id)
-            stored = thread_working_memory_to_merge(thread.metadata)  # a non-string value raises, as the merge does
-        else:
-            stored = self._read(address)
-        preview = apply_merge_patch(parse_json_object(stored), patch)
-        errors = self.schema.document_errors(preview)
-        if errors:
-            problems = "; ".join(errors)
-            raise ValidationError(f"the working memory would not match the schema after this update: {problems}")
-        return self.storage.merge_working_memory(
-            patch, scope=address.scope, resource_id=address.resource_id, thread_id=address.thread_id
-        )
-
-    def _check_patch(self, patch: object) -> dict[str, Any]:
-        assert self.schema is not None
-        checked = _json_object(patch, "the update")
-        errors = self.schema.patch_errors(checked)
-        if errors:
-            raise ValidationError("the update does not match the schema: " + "; ".join(errors) + ".")
-        return checked
-
-    def _document_text(self, content: object, what: str) -> str:
-        if self.schema is None:
-            return validate_text(content, what)
-        document = _json_object(content, what)
-        errors = self.schema.document_errors(document)
-        if errors:
-            raise ValidationError(f"{what} does not match the schema: " + "; ".join(errors))
-        return dump_json(document)
-
-    def _split_metadata(self, metadata: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | Unset | None]:
-        """Metadata without ``workingMemory``, and that working memory: checked text, ``None``, or ``UNSET``."""
-        if metadata is None:
-            return {}, UNSET
-        if not isinstance(metadata, Mapping):
-            validate_json_object(metadata)  # raises, naming what it got
-        # The working memory is checked as working memory (its own limit), the rest as metadata.
-        rest = validate_json_object({key: value for key, value in metadata.items() if key != WORKING_MEMORY_KEY})
-        if WORKING_MEMORY_KEY not in metadata:
-            return rest, UNSET
-        value = metadata[WORKING_MEMORY_KEY]
-        if value is None:
-            return rest, None
-        return rest, self._document_text(value, "working memory")
-
-
-_ERASING_UPDATE = (
-    "Nothing was stored: the update was empty (an unfilled template) and would have erased the working memory. "
-    "Send the memory with the information filled in."
-)
-_EMPTY_PATCH = (
-    "Nothing was stored: the update was an empty object, which changes nothing. Send the fields that changed; "
-    "set a field to null to remove it."
-)
-
-
-def _ignored(message: str = _ERASING_UPDATE) -> ToolResult:
-    return {"ok": True, "action": "ignored", "message": message}
-
-
-def _json_object(value: object, what: str) -> dict[str, Any]:
-    """A JSON object from a dict or JSON text, checked against the shared input rules."""
-    if isinstance(value, str):
-        value = load_model_json(value, what)
-    if not isinstance(value, Mapping):
-        raise ValidationError(f"{what} must be a JSON object, not {a_json_type(value)}.")
-    return validate_json_object(value, what)
-
-
-def _pretty_json(stored: str | None) -> str:
-    if stored is None or not stored.strip():
-        return "{}"
-    try:
-        return json.dumps(json.loads(stored), indent=2, ensure_ascii=False)
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to indent: shown as stored
-        return stored
+        return run_sync(flows.process_input(self, messages, thread_id, resource_id))

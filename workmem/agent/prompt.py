@@ -33,6 +33,10 @@ __all__ = [
     "insert_memory_message",
     "is_memory_message",
     "render_system_message",
+    "size_note",
+    "size_use",
+    "stored_size_message",
+    "too_large_message",
     "unescape_data",
     "unfence",
 ]
@@ -123,6 +127,59 @@ def _scope_phrase(scope: Literal["resource", "thread"]) -> str:
     return "It belongs to this conversation and persists for as long as it lasts."
 
 
+# -- the size limit (Memory(max_chars=...)) ---------------------------------------------------
+
+_HOW_TO_CONDENSE = {
+    "template": "Rewrite it shorter: condense or drop what matters least, then call "
+    f"{_TOOL} again with the whole condensed memory.",
+    "schema": f"Call {_TOOL} again with one update that makes room, together with what you meant to record: "
+    "set the fields that matter least to null (that removes them) and send shorter values for long ones "
+    "(an array whole).",
+}
+
+
+def _chars(size: int, limit: int) -> str:
+    return f"{size:,} of {limit:,} characters"
+
+
+def size_use(size: int, limit: int) -> str:
+    """The use shown with the data: ``1,840 of 4,000 characters``, marked when over the limit."""
+    return _chars(size, limit) + (" \u2014 over the limit: condense it" if size > limit else "")
+
+
+def size_note(mode: Literal["template", "schema"], size: int, limit: int) -> str:
+    """The rule of the size limit, as the model is told it; over the limit, also how to condense."""
+    counted = " (counted as compact JSON)" if mode == "schema" else ""
+    if size > limit:
+        return (
+            f"The working memory is over its {limit:,}-character limit{counted}: condense it in your next update; "
+            f"an update that would make it larger is refused. {_HOW_TO_CONDENSE[mode]}"
+        )
+    return (
+        f"Keep the working memory within {limit:,} characters{counted}: an update that would make it larger is "
+        "refused. When it gets close to the limit, condense it: keep what matters, drop what matters least."
+    )
+
+
+def too_large_message(mode: Literal["template", "schema"], size: int, limit: int, current: int) -> str:
+    """The tool result telling the model its update was refused for its size, and how to condense."""
+    if current > limit:
+        why = (
+            f"the result would be {size:,} characters; the memory already holds {current:,} characters, over the "
+            f"{limit:,}-character limit, and may not grow."
+        )
+    else:
+        why = f"the result would be {size:,} characters, over the {limit:,}-character limit."
+    return f"Working memory not updated: {why} {_HOW_TO_CONDENSE[mode]}"
+
+
+def stored_size_message(done: str, size: int, limit: int) -> str:
+    """A tool result's message for a stored update, with the use (and a reminder when still over the limit)."""
+    if size > limit:
+        return f"{done} It holds {_chars(size, limit)} \u2014 still over the limit: condense it in your next update."
+    return f"{done} It holds {_chars(size, limit)}."
+
+
 def render_system_message(
     *,
     mode: Literal["template", "schema"],
@@ -130,13 +187,16 @@ def render_system_message(
     structure: str,
     data: str,
     read_only: bool,
+    size: tuple[int, int] | None = None,
 ) -> str:
     """The system message for one working memory.
 
     ``structure`` is the Markdown template or the JSON Schema text; ``data`` is
     the current memory (already defaulted to the empty template or ``{}``).
     Template mode fences both with :func:`escape_data`, schema mode (JSON text)
-    with :func:`escape_json`.
+    with :func:`escape_json`. ``size`` is ``(stored size, limit)`` when the memory
+    has a size limit: the message then states the use (:func:`size_note`). A
+    read-only message never does (the model cannot change the memory).
     """
     escape = escape_data if mode == "template" else escape_json
     if read_only:
@@ -176,10 +236,11 @@ def render_system_message(
                     *how,
                     "- Update quietly: do not tell the user about this memory, and do not ask for information "
                     "just to fill it.",
+                    *([] if size is None else [f"- {size_note(mode, *size)}"]),
                 ]
             ),
             structure_block,
-            "The current working memory. " + _data_note(mode),
+            f"The current working memory{'' if size is None else f' ({size_use(*size)})'}. " + _data_note(mode),
             _fence(DATA_TAG, data, escape),
         ]
     )
