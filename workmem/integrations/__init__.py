@@ -1,0 +1,132 @@
+"""Working memory inside agent frameworks: one small module per framework, each on the agent layer.
+
+* :mod:`workmem.integrations.pydantic_ai` — a pydantic-ai toolset (``workmem[pydantic-ai]``);
+* :mod:`workmem.integrations.openai_agents` — the OpenAI Agents SDK (``workmem[openai-agents]``);
+* :mod:`workmem.integrations.langgraph` — LangGraph / LangChain (``workmem[langgraph]``);
+* :mod:`workmem.integrations.adk` — Google ADK (``workmem[adk]``).
+
+Each takes an :class:`~workmem.agent.AsyncMemory` (the frameworks run tools and
+prompts in coroutines) and finds the thread and resource ids the same way, by
+:class:`IdsRule`: from the framework's natural place, or from the ``ids=``
+callable given instead (sync or async, returning :class:`MemoryIds`), with a
+fixed ``thread_id=`` / ``resource_id=`` winning over either; :func:`memory_ids`
+is the one rule for what a run must carry. Importing this package imports no
+framework.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from workmem.errors import ValidationError
+from workmem.records import Scope
+
+__all__ = ["IdsRule", "MemoryIds", "MissingIdsError", "memory_ids", "named_ids"]
+
+_C = TypeVar("_C")
+
+
+class MissingIdsError(ValidationError):
+    """A framework run reached working memory without the ids it needs: a wiring mistake, raised at once.
+
+    The message says where that framework takes the ids from and how to pass them.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryIds:
+    """Which working memory a run reads and updates."""
+
+    thread_id: str | None
+    """The conversation (needed in thread scope)."""
+    resource_id: str | None
+    """The user or entity owning it (needed in resource scope; checked as the owner in thread scope)."""
+
+
+def memory_ids(scope: Scope, thread_id: object, resource_id: object, *, framework: str, how: str) -> MemoryIds:
+    """The ids of one run, checked for ``scope``; :class:`MissingIdsError` naming ``how`` to pass them.
+
+    Resource scope needs a ``resource_id``; thread scope needs a ``thread_id``. An id
+    that is given but is not a non-empty string is refused the same way (a framework
+    may hand over ``None``, an int, or an empty string from an unset config key).
+    """
+    for name, value in (("thread_id", thread_id), ("resource_id", resource_id)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise MissingIdsError(f"{framework}: {name} must be a non-empty string, not {value!r}; {how}")
+    if scope == "resource" and resource_id is None:
+        raise MissingIdsError(f"{framework}: resource-scoped working memory needs a resource_id; {how}")
+    if scope == "thread" and thread_id is None:
+        raise MissingIdsError(f"{framework}: thread-scoped working memory needs a thread_id; {how}")
+    return MemoryIds(thread_id, resource_id)  # type: ignore[arg-type]
+
+
+def named_ids(source: object) -> tuple[object, object]:
+    """``source``'s ``thread_id`` and ``resource_id``: attributes, or keys of a mapping; ``None`` where absent.
+
+    The natural place of the ids in pydantic-ai (the deps) and the Agents SDK (the run context).
+    """
+    if isinstance(source, Mapping):
+        return source.get("thread_id"), source.get("resource_id")
+    return getattr(source, "thread_id", None), getattr(source, "resource_id", None)
+
+
+@dataclass(frozen=True, slots=True)
+class IdsRule(Generic[_C]):
+    """How an integration finds the ids of a run, the same in every framework; built from its constructor arguments.
+
+    Construction checks those arguments (:class:`~workmem.errors.ValidationError`):
+    ``ids`` is ``None`` or a callable, a fixed id is ``None`` or a non-empty string.
+    ``ids`` and fixed ids may be combined. :meth:`resolve` then finds a run's ids.
+    """
+
+    framework: str
+    """The framework's name, first in every message."""
+    how: str
+    """How to pass the ids in this framework, the end of every :class:`MissingIdsError`."""
+    default: Callable[[_C], tuple[object, object]]
+    """The framework's natural place: its context to ``(thread_id, resource_id)`` as found, unchecked."""
+    takes: str
+    """What ``ids`` is called with, for the messages (e.g. ``"the RunnableConfig"``)."""
+    ids: Callable[[_C], object] | None = None
+    """The user's ``ids=``: the context to :class:`MemoryIds`, or to an awaitable of one; replaces ``default``."""
+    thread_id: str | None = None
+    """A fixed thread id: wins over what ``default`` or ``ids`` found."""
+    resource_id: str | None = None
+    """A fixed resource id: wins over what ``default`` or ``ids`` found."""
+
+    def __post_init__(self) -> None:
+        if self.ids is not None and not callable(self.ids):
+            raise ValidationError(
+                f"{self.framework}: ids must be a callable taking {self.takes} and returning MemoryIds, "
+                f"not {type(self.ids).__name__}"
+            )
+        for name, value in (("thread_id", self.thread_id), ("resource_id", self.resource_id)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValidationError(f"{self.framework}: a fixed {name} must be a non-empty string, not {value!r}")
+
+    async def resolve(self, context: _C, scope: Scope) -> MemoryIds:
+        """The ids of the run ``context`` belongs to, checked for ``scope`` by :func:`memory_ids`.
+
+        ``ids(context)`` (awaited when it returns an awaitable) or else ``default(context)``;
+        then each fixed id replaces the one found. ``ids`` returning anything but a
+        :class:`MemoryIds` raises :class:`MissingIdsError` naming the type it returned.
+        """
+        if self.ids is None:
+            thread_id, resource_id = self.default(context)
+        else:
+            found = self.ids(context)
+            if inspect.isawaitable(found):
+                found = await found
+            if not isinstance(found, MemoryIds):
+                raise MissingIdsError(
+                    f"{self.framework}: ids= must return MemoryIds, not {type(found).__name__}; {self.how}"
+                )
+            thread_id, resource_id = found.thread_id, found.resource_id
+        if self.thread_id is not None:
+            thread_id = self.thread_id
+        if self.resource_id is not None:
+            resource_id = self.resource_id
+        return memory_ids(scope, thread_id, resource_id, framework=self.framework, how=self.how)
