@@ -1,0 +1,200 @@
+"""``workmem copy``, ``workmem export`` and ``workmem import``.
+
+Exit status: 0 when everything was copied (or skipped as identical) and, with
+``--verify``, both sides match; 1 on a conflict, an unreadable record, a
+difference or a bad import line (each printed on stdout as it is found, the
+summary after); 2 when the run could not start or stopped on an error (a URL
+that cannot be opened, a backend that failed); 130 on Ctrl-C. Progress goes to
+stderr: a bar (records, rate, ETA) on a terminal, a log line every few seconds
+otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, TextIO, cast
+
+from workmem.errors import WorkmemError
+from workmem.transfer.engine import DEFAULT_PAGE_SIZE, copy, export_records, import_records
+from workmem.transfer.progress import Progress
+from workmem.transfer.report import Issue, TransferReport
+
+__all__ = ["configure_parsers", "run"]
+
+MAX_PAGE_SIZE = 10_000
+
+
+def _page_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= MAX_PAGE_SIZE:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_PAGE_SIZE:,}, not {value}")
+    return value
+
+
+def _add_page_size(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--page-size",
+        type=_page_size,
+        default=DEFAULT_PAGE_SIZE,
+        metavar="N",
+        help=f"records read and written at a time, 1 to {MAX_PAGE_SIZE:,} (default: {DEFAULT_PAGE_SIZE})",
+    )
+
+
+def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``copy``, ``export`` and ``import`` subcommands."""
+    copy_parser = commands.add_parser(
+        "copy",
+        help="copy every resource and thread from one backend to another",
+        description="Copy every resource, then every thread, from SRC_URL to DST_URL, keeping ids, owners and "
+        "timestamps. Re-runnable: identical records are skipped; differing ones are conflicts (reported, "
+        "left alone unless --overwrite).",
+    )
+    copy_parser.add_argument("src_url", metavar="SRC_URL", help="the backend to read (never created or changed)")
+    copy_parser.add_argument("dst_url", metavar="DST_URL", help="the backend to write (tables created if missing)")
+    copy_parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace records that differ in DST (a thread owned by another resource there stays a conflict)",
+    )
+    copy_parser.add_argument("--verify", action="store_true", help="then compare both sides record by record")
+    _add_page_size(copy_parser)
+    export_parser = commands.add_parser(
+        "export", help="write every record to a JSON Lines file (docs/export-format.md)"
+    )
+    export_parser.add_argument("url", metavar="URL", help="the backend to read")
+    export_parser.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: standard output)")
+    _add_page_size(export_parser)
+    import_parser = commands.add_parser("import", help="load a JSON Lines export into a backend, as copy would")
+    import_parser.add_argument("url", metavar="URL", help="the backend to write (tables created if missing)")
+    import_parser.add_argument("file", metavar="FILE", help="the export to read ('-': standard input)")
+    import_parser.add_argument("--overwrite", action="store_true", help="as for copy")
+    _add_page_size(import_parser)
+
+
+def _binary(stream: TextIO) -> BinaryIO | None:
+    """The binary buffer under a text stream (``sys.stdout.buffer``), or ``None`` (an ``io.StringIO``)."""
+    buffer = getattr(stream, "buffer", None)
+    return cast(BinaryIO, buffer) if isinstance(buffer, io.IOBase) else None
+
+
+class _TextSink(io.RawIOBase):
+    """Bytes written to a text stream (one without a binary buffer, as in tests)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        assert isinstance(data, bytes | bytearray | memoryview)
+        self.stream.write(bytes(data).decode("utf-8"))
+        return len(data)
+
+
+@contextmanager
+def _output(name: str | None, out: TextIO) -> Iterator[BinaryIO]:
+    """Standard output, or ``name`` written whole: to a temporary file beside it, renamed when complete."""
+    if name is None or name == "-":
+        target = _binary(out)
+        yield target if target is not None else _TextSink(out)  # type: ignore[misc]
+        (target or out).flush()
+        return
+    path = Path(name)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent or Path("."))
+    try:
+        with os.fdopen(handle, "wb") as file:
+            yield file
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _count_lines(path: Path) -> int:
+    count = 0
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            count += chunk.count(b"\n")
+    return count
+
+
+def _printer(progress: Progress, out: TextIO) -> Callable[[Issue], None]:
+    return lambda issue: progress.message(str(issue), out)
+
+
+def _finish(command: str, report: TransferReport, progress: Progress, out: TextIO) -> int:
+    progress.message(f"workmem {command}:\n{report.summary()}", out)
+    return 0 if report.ok else 1
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[str, str], str]) -> int:
+    """Run the parsed ``copy`` / ``export`` / ``import`` command; the exit status."""
+    progress = Progress(err)
+    urls = [args.src_url, args.dst_url] if args.command == "copy" else [args.url]
+
+    def mask(text: str) -> str:
+        for url in urls:
+            text = masked(url, text)
+        return text
+
+    try:
+        if args.command == "copy":
+            report = copy(
+                args.src_url,
+                args.dst_url,
+                overwrite=args.overwrite,
+                verify=args.verify,
+                page_size=args.page_size,
+                progress=progress,
+                on_issue=_printer(progress, out),
+            )
+            return _finish("copy", report, progress, out)
+        if args.command == "export":
+            human = err if args.output in (None, "-") else out
+            with _output(args.output, out) as target:
+                report = export_records(
+                    args.url, target, page_size=args.page_size, progress=progress, on_issue=_printer(progress, human)
+                )
+            return _finish("export", report, progress, human)
+        assert args.command == "import"
+        if args.file == "-":
+            stdin = _binary(sys.stdin)
+            if stdin is None:
+                raise OSError("standard input has no binary buffer to read an export from")
+            report = import_records(
+                args.url,
+                stdin,
+                overwrite=args.overwrite,
+                page_size=args.page_size,
+                progress=progress,
+                on_issue=_printer(progress, out),
+            )
+        else:
+            path = Path(args.file)
+            total = _count_lines(path) if progress.tty else None
+            with path.open("rb") as lines:
+                report = import_records(
+                    args.url,
+                    lines,
+                    overwrite=args.overwrite,
+                    page_size=args.page_size,
+                    progress=progress,
+                    total=total,
+                    on_issue=_printer(progress, out),
+                )
+        return _finish("import", report, progress, out)
+    except (WorkmemError, OSError, ValueError, TypeError) as exc:
+        progress.message(mask(f"workmem {args.command}: error: {type(exc).__name__}: {exc}"), err)
+        return 2

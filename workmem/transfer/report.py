@@ -1,0 +1,108 @@
+"""What a copy, export, import or verify found: counts, and each problem as an :class:`Issue`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+__all__ = ["MAX_KEPT_ISSUES", "Issue", "IssueKind", "Outcome", "TransferReport"]
+
+IssueKind = Literal["conflict", "unreadable", "difference", "bad line"]
+Outcome = Literal["inserted", "skipped", "replaced", "conflict", "unreadable", "exported", "verified"]
+
+OUTCOMES: Final[tuple[Outcome, ...]] = (
+    "inserted",
+    "skipped",
+    "replaced",
+    "conflict",
+    "unreadable",
+    "exported",
+    "verified",
+)
+
+MAX_KEPT_ISSUES: Final = 1000
+"""At most this many issues are kept in :attr:`TransferReport.issues` (all are counted and passed to ``on_issue``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem: a conflict, an unreadable record, a difference found by verify, or a bad import line."""
+
+    kind: IssueKind
+    record: Literal["resource", "thread"] | None
+    """Which kind of record (``None`` for a line that names none)."""
+    id: str | None
+    """The record's id, when known."""
+    detail: str
+    """What is wrong, in words."""
+    line: int | None = None
+    """The line number (from 1) of the import file, for ``bad line`` and the issues of an import."""
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line is not None else ""
+        what = f"{self.record} {self.id!r}: " if self.record is not None and self.id is not None else ""
+        return f"{where}{self.kind}: {what}{self.detail}"
+
+
+@dataclass(slots=True)
+class TransferReport:
+    """The counts of one run, per record kind and outcome, and its issues (the first :data:`MAX_KEPT_ISSUES`)."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """``(record kind, outcome) -> how many``; outcomes as in :data:`Outcome`."""
+    issues: list[Issue] = field(default_factory=list)
+    issue_counts: Counter[str] = field(default_factory=Counter)
+    """``issue kind -> how many`` (all of them, kept or not)."""
+    on_issue: Callable[[Issue], None] | None = None
+
+    def count(self, record: str, outcome: Outcome, n: int = 1) -> None:
+        if n:
+            self.counts[record, outcome] += n
+
+    def add(self, issue: Issue) -> None:
+        self.issue_counts[issue.kind] += 1
+        if len(self.issues) < MAX_KEPT_ISSUES:
+            self.issues.append(issue)
+        if self.on_issue is not None:
+            self.on_issue(issue)
+
+    @property
+    def ok(self) -> bool:
+        """No conflict, unreadable record, difference or bad line."""
+        return not self.issue_counts
+
+    @property
+    def conflicts(self) -> int:
+        return self.issue_counts["conflict"]
+
+    @property
+    def differences(self) -> int:
+        return self.issue_counts["difference"]
+
+    @property
+    def unreadable(self) -> int:
+        return self.issue_counts["unreadable"]
+
+    @property
+    def bad_lines(self) -> int:
+        return self.issue_counts["bad line"]
+
+    def summary(self) -> str:
+        """Lines such as ``resources: 10 inserted, 2 skipped`` and the issue totals."""
+        lines = []
+        for record in ("resource", "thread"):
+            parts = [
+                f"{self.counts[record, outcome]:,} {outcome}" for outcome in OUTCOMES if self.counts[record, outcome]
+            ]
+            if parts:
+                lines.append(f"{record}s: {', '.join(parts)}")
+        if self.issue_counts:
+            problems = ", ".join(
+                f"{n:,} {kind}{'s' if n != 1 else ''}" for kind, n in sorted(self.issue_counts.items())
+            )
+            lines.append(f"problems: {problems}")
+        else:
+            lines.append("problems: none")
+        return "\n".join(lines)
