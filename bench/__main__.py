@@ -1,11 +1,19 @@
-"""``python -m bench [--backend NAME ...] [--quick] [--out DIR]``: benchmark workmem's adapters.
+"""``python -m bench [--backend NAME ...] [--quick] [--async] [--copy] [--only SECTION ...] [--out DIR]``: benchmark.
 
 For every backend reachable here (others are skipped with the reason): the
 latency of six operations next to the raw driver floor measured in the same
 run, round trips per operation, for libSQL the embedded engines side by side
 (the ``libsql`` wheel, ``apsw``, CPython's ``sqlite3``: primary-key lookups), scaling with threads per resource and with
-resources, and concurrent merges (ops/s, lost updates). Prints tables, writes
-``<timestamp>-<host>.json`` and three PNG plots into ``bench/results/`` (or
+resources, and concurrent merges (ops/s, lost updates). Where the floor can
+read whole records by hand (libSQL), the reads are also set against that, layer
+by layer (``read_layers``). ``--async`` adds the async API (:mod:`bench.async_api`):
+its overhead per operation over the sync API, 64 tasks against a 16-thread
+pool, and the event loop's lag under 64 merging tasks. ``--copy`` adds the
+``copy`` section (:mod:`bench.copy`, not per backend): ``workmem.copy`` from an
+embedded libSQL file to PostgreSQL against psycopg ``COPY``, the reverse
+direction, and the copying process's peak RSS. ``--only SECTION``
+(repeatable) runs just those sections. Prints tables, writes
+``<timestamp>-<host>.json`` and PNG plots into ``bench/results/`` (or
 ``--out``). Targets are reported as PASS/MISS, never asserted.
 """
 
@@ -23,17 +31,20 @@ from pathlib import Path
 from typing import Any
 
 import workmem
+from bench.async_api import async_section
 from bench.backends import ALL_BACKENDS, Unavailable, open_namespace
+from bench.copy import FULL_SIZES, QUICK_SIZES, copy_section
 from bench.engines import embedded_engines
 from bench.floors import open_floor
 from bench.loaders import loader_for
 from bench.plots import draw_plots
-from bench.report import evaluate_targets, format_report, write_json
+from bench.report import evaluate_copy_targets, evaluate_targets, format_report, write_json
 from bench.workloads import (
     Settings,
     concurrency,
     latency,
     prepare,
+    read_layers,
     resource_scaling,
     round_trips,
     thread_scaling,
@@ -42,6 +53,14 @@ from bench.workloads import (
 __all__ = ["main", "run"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SECTIONS = (
+    "latency", "read_layers", "round_trips", "concurrency", "thread_scaling", "resource_scaling", "engines", "async",
+    "copy",
+)  # fmt: skip
+"""What ``--only`` picks from; ``async`` (the three async measurements) and ``copy`` run only when asked for."""
+DEFAULT_SECTIONS = frozenset(SECTIONS) - {"async", "copy"}
+RUN_SECTIONS = frozenset({"copy"})
+"""Sections of the whole run, not of one backend (``results["copy"]``)."""
 
 
 def _log(message: str) -> None:
@@ -66,9 +85,14 @@ def _section(result: dict[str, Any], backend: str, name: str, work: Callable[[],
     return value
 
 
-def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
-    """Every section on one backend, in a fresh namespace that is removed afterwards."""
+def run_backend(backend: str, settings: Settings, sections: frozenset[str] = DEFAULT_SECTIONS) -> dict[str, Any]:
+    """The ``sections`` on one backend, in a fresh namespace that is removed afterwards."""
     result: dict[str, Any] = {"status": "ok", "reason": None, "errors": {}, "seconds": {}}
+    result["sections"] = [name for name in SECTIONS if name in sections]
+
+    def section(name: str, work: Callable[[], Any]) -> Any:
+        return _section(result, backend, name, work)
+
     began = time.monotonic()
     try:
         with open_namespace(backend) as ns:
@@ -84,17 +108,23 @@ def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
                     fixture = _section(result, backend, "prepare", lambda: prepare(loader))
                     result.pop("prepare", None)
                     if fixture is not None:
-                        _section(result, backend, "latency", lambda: latency(storage, floor, fixture, settings))
-                        _section(result, backend, "round_trips", lambda: round_trips(ns, fixture) or None)
-                    _section(result, backend, "concurrency", lambda: concurrency(ns, storage, settings))
-                    _section(
-                        result, backend, "thread_scaling", lambda: thread_scaling(storage, loader, ns, settings, floor)
-                    )
-                    _section(
-                        result, backend, "resource_scaling", lambda: resource_scaling(storage, loader, ns, settings)
-                    )
-                    if backend == "libsql":  # last: it loads sqlite3 and apsw, which the adapter then watches for
-                        _section(result, backend, "engines", lambda: embedded_engines(settings))
+                        if "latency" in sections:
+                            section("latency", lambda: latency(storage, floor, fixture, settings))
+                        if "read_layers" in sections:
+                            section("read_layers", lambda: read_layers(storage, floor, fixture, settings))
+                        if "round_trips" in sections:
+                            section("round_trips", lambda: round_trips(ns, fixture) or None)
+                        if "async" in sections:
+                            async_section(ns, storage, fixture, settings, section)
+                    if "concurrency" in sections:
+                        section("concurrency", lambda: concurrency(ns, storage, settings))
+                    if "thread_scaling" in sections:
+                        section("thread_scaling", lambda: thread_scaling(storage, loader, ns, settings, floor))
+                    if "resource_scaling" in sections:
+                        section("resource_scaling", lambda: resource_scaling(storage, loader, ns, settings))
+                    if backend == "libsql" and "engines" in sections:
+                        # last: it loads sqlite3 and apsw, which the adapter then watches for
+                        section("engines", lambda: embedded_engines(settings))
                 finally:
                     loader.close()
                     if floor is not None:
@@ -111,7 +141,9 @@ def run_backend(backend: str, settings: Settings) -> dict[str, Any]:
     return result
 
 
-def run(backends: list[str], settings: Settings, command: str) -> dict[str, Any]:
+def run(
+    backends: list[str], settings: Settings, command: str, sections: frozenset[str] = DEFAULT_SECTIONS
+) -> dict[str, Any]:
     """Benchmark ``backends``; the JSON-ready results."""
     started = datetime.now(UTC)
     began = time.monotonic()
@@ -121,6 +153,7 @@ def run(backends: list[str], settings: Settings, command: str) -> dict[str, Any]
             "host": socket.gethostname(),
             "command": command,
             "quick": settings.quick,
+            "sections": [name for name in SECTIONS if name in sections],
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),
@@ -129,8 +162,20 @@ def run(backends: list[str], settings: Settings, command: str) -> dict[str, Any]
         },
         "backends": {},
     }
-    for backend in backends:
-        results["backends"][backend] = run_backend(backend, settings)
+    if sections - RUN_SECTIONS:
+        for backend in backends:
+            results["backends"][backend] = run_backend(backend, settings, sections - RUN_SECTIONS)
+    if "copy" in sections:
+        _log("[copy] ...")
+        copy_began = time.monotonic()
+        try:
+            results["copy"] = copy_section(QUICK_SIZES if settings.quick else FULL_SIZES)
+        except Exception as exc:
+            results["copy"] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+            _log(f"[copy] FAILED: {type(exc).__name__}: {exc}")
+        results["copy"]["seconds"] = round(time.monotonic() - copy_began, 1)
+        if results["copy"]["status"] == "ok":
+            results["copy"]["targets"] = evaluate_copy_targets(results["copy"])
     results["meta"]["duration_s"] = round(time.monotonic() - began, 1)
     results["meta"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
@@ -145,15 +190,35 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmark only this backend (repeatable; default: every backend reachable here)",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes and few samples (about a minute)")
+    parser.add_argument(
+        "--async",
+        dest="run_async",
+        action="store_true",
+        help="add the async API: overhead per operation, 64 tasks vs a 16-thread pool, event-loop lag",
+    )
+    parser.add_argument(
+        "--copy",
+        dest="run_copy",
+        action="store_true",
+        help="add the copy section: workmem.copy libSQL -> PostgreSQL vs psycopg COPY, the reverse, peak RSS",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        help="run only this section (repeatable; 'async' is the three async measurements, 'copy' the copy section)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"directory for JSON and PNGs ({RESULTS_DIR})")
     args = parser.parse_args(argv)
     backends = list(dict.fromkeys(args.backend or ALL_BACKENDS))
     command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    results = run(backends, Settings.default(args.quick), command.strip())
+    sections = (frozenset(args.only) if args.only else DEFAULT_SECTIONS) | ({"async"} if args.run_async else set())
+    sections |= {"copy"} if args.run_copy else set()
+    results = run(backends, Settings.default(args.quick), command.strip(), sections)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = args.out / f"{stamp}-{results['meta']['host']}.json"
     write_json(results, path)
-    plots = draw_plots(results, path.with_suffix(""))
+    plots = draw_plots(results, path.with_suffix("")) if results["backends"] else []
     print(format_report(results))
     print()
     print(f"JSON:  {path}")

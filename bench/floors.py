@@ -9,7 +9,10 @@ workmem itself (validation, statement building, row mapping, pooling):
   a thread / resource, one ``UPDATE`` of a thread's title, and the page query
   of 20 threads (without the total count the adapter adds);
 * libSQL -- a raw ``libsql`` connection (``isolation_level=None``, like the
-  adapter's) doing the same statements;
+  adapter's) doing the same statements; and, for the two reads, a hand-written
+  read returning the same record (:meth:`Floor.thread_record`): the driver
+  call, ``json.loads`` of the metadata, both timestamps parsed, the frozen
+  ``Thread`` / ``Resource`` built with ``trusted_thread`` / ``trusted_resource``;
 * Upstash -- one raw ``upstash-redis`` command through the same bridge:
   ``GET`` of a document, ``SET`` of a scratch key, ``ZRANGE ... REV`` of 20 ids;
 * MongoDB -- ``find_one({"id": ...})``, ``update_one``, ``find().sort().limit(20)``;
@@ -18,11 +21,14 @@ workmem itself (validation, statement building, row mapping, pooling):
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from bench.backends import Namespace
+from workmem.records import Resource, Thread, trusted_resource, trusted_thread
 
 __all__ = ["Floor", "open_floor"]
 
@@ -52,6 +58,17 @@ class Floor(ABC):
         return None
 
     supports_statements = False
+
+    records = False
+    """Whether :meth:`thread_record` / :meth:`resource_record` exist (hand-written reads of whole records)."""
+
+    def thread_record(self, thread_id: str) -> Thread | None:
+        """The thread as a record, read and mapped by hand on the raw driver (where :attr:`records`)."""
+        raise NotImplementedError
+
+    def resource_record(self, resource_id: str) -> Resource | None:
+        """The resource as a record, read and mapped by hand on the raw driver (where :attr:`records`)."""
+        raise NotImplementedError
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release the connection."""
@@ -141,6 +158,30 @@ class LibSQLFloor(Floor):
 
     def statement(self, sql: str, params: Any) -> object:
         return self._conn.execute(sql, params).fetchall()
+
+    records = True
+
+    # What a program using the driver by hand would write to get the record workmem returns: one row
+    # (fetchone), the metadata JSON decoded, the two ...Z stamps parsed (fromisoformat reads them as UTC),
+    # the frozen record built without re-validation. No pool, no id check, no error mapping.
+
+    def thread_record(self, thread_id: str) -> Thread | None:
+        row = self._conn.execute(self._read_thread, (thread_id,)).fetchone()
+        if row is None:
+            return None
+        metadata = None if row[3] is None else json.loads(row[3])
+        return trusted_thread(
+            row[0], row[1], row[2], metadata, datetime.fromisoformat(row[4]), datetime.fromisoformat(row[5])
+        )
+
+    def resource_record(self, resource_id: str) -> Resource | None:
+        row = self._conn.execute(self._read_resource, (resource_id,)).fetchone()
+        if row is None:
+            return None
+        metadata = None if row[2] is None else json.loads(row[2])
+        return trusted_resource(
+            row[0], row[1], metadata, datetime.fromisoformat(row[3]), datetime.fromisoformat(row[4])
+        )
 
     def close(self) -> None:
         self._conn.close()

@@ -3,7 +3,8 @@
 Three files next to the JSON, sharing its stem: ``-threads.png`` (median
 latency against threads per resource), ``-resources.png`` (against the
 number of resources) and ``-concurrency.png`` (merges/s against writers, lost
-updates marked in red).
+updates marked in red); with ``--async`` a fourth, ``-async.png``: the async
+API's overhead per operation, 64 tasks vs a 16-thread pool, and event-loop lag.
 """
 
 from __future__ import annotations
@@ -97,7 +98,67 @@ def draw_plots(results: dict[str, Any], stem: Path) -> list[Path]:
     fig.suptitle(f"{title} -- lost updates: {_lost_summary(backends)}")
     written.append(_save(fig, stem, "concurrency"))
     plt.close(fig)
+
+    measured = {n: r for n, r in backends.items() if r.get("async_overhead") or r.get("loop_lag")}
+    if measured:
+        fig = _async_figure(plt, measured)
+        fig.suptitle(f"{title} -- async API (workmem.connect_async)")
+        written.append(_save(fig, stem, "async"))
+        plt.close(fig)
     return written
+
+
+def _async_figure(plt: Any, backends: dict[str, Any]) -> Any:
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5))
+    names = list(backends)
+    width = 0.8 / max(1, len(names))
+    ops: list[str] = []
+    for result in backends.values():
+        for op in (result.get("async_overhead") or {}).get("operations", {}):
+            if op not in ops:
+                ops.append(op)
+    for k, name in enumerate(names):
+        entries = (backends[name].get("async_overhead") or {}).get("operations", {})
+        x = [i + k * width for i, op in enumerate(ops) if op in entries]
+        axes[0].bar(x, [entries[op]["ratio"] for op in ops if op in entries], width, color=_color(name), label=name)
+    axes[0].axhline(1.0, color="black", linewidth=0.8)
+    axes[0].set_xticks([i + width * (len(names) - 1) / 2 for i in range(len(ops))], labels=ops, rotation=30, ha="right")
+    axes[0].set_title("async / sync median latency, one caller", fontsize=10)
+    axes[0].set_ylabel("ratio")
+
+    labels: list[str] = []
+    sync_rates: list[float] = []
+    async_rates: list[float] = []
+    colors: list[str] = []
+    for name in names:
+        section = backends[name].get("async_throughput") or {}
+        for workload, entry in (section.get("workloads") or {}).items():
+            labels.append(f"{name}\n{workload}")
+            sync_rates.append(entry["sync_ops_per_s"])
+            async_rates.append(entry["async_ops_per_s"])
+            colors.append(_color(name))
+    x = list(range(len(labels)))
+    axes[1].bar([i - 0.2 for i in x], sync_rates, 0.4, color=colors, alpha=0.45, label="sync, 16 threads")
+    axes[1].bar([i + 0.2 for i in x], async_rates, 0.4, color=colors, label="async, 64 tasks")
+    axes[1].set_xticks(x, labels=labels, fontsize=7)
+    axes[1].set_yscale("log")
+    axes[1].set_title("64 concurrent callers: ops/s (pale: sync on 16 threads)", fontsize=10)
+
+    lagged = [n for n in names if backends[n].get("loop_lag")]
+    for k, name in enumerate(lagged):
+        lag = backends[name]["loop_lag"]
+        values = [lag["idle"]["p99_ms"], lag["loaded"]["p99_ms"], lag["loaded"]["max_ms"]]
+        axes[2].bar([i + k * 0.25 for i in range(3)], values, 0.25, color=_color(name), label=name)
+    axes[2].axhline(5.0, color="red", linestyle="--", linewidth=0.8, label="p99 target 5 ms")
+    axes[2].set_xticks([0.25, 1.25, 2.25], labels=["idle p99", "64 merging tasks p99", "64 merging tasks max"])
+    axes[2].set_yscale("log")
+    axes[2].set_ylabel("ms past the 1 ms tick")
+    axes[2].set_title("event-loop lag of a 1 ms ticker", fontsize=10)
+    for ax in axes:
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return fig
 
 
 def _lost_summary(backends: dict[str, Any]) -> str:

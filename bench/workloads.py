@@ -7,6 +7,9 @@
    with the number of resources.
 3. :func:`concurrency` -- 1..64 writers, each with its own storage object,
    merging distinct keys into one working memory; ops/s and lost updates.
+4. :func:`read_layers` -- where a read's time goes, layer by layer, from the
+   raw driver call to the public sync method (and what the coroutine layer
+   of ``run_sync`` costs by itself). The async API is :mod:`bench.async_api`.
 
 Every function returns plain JSON-ready dicts; :mod:`bench.report` judges them.
 """
@@ -28,6 +31,9 @@ from bench.floors import Floor
 from bench.loaders import Loader
 from bench.timing import Subject, interleaved, summarize, time_calls
 from bench.tracing import counted_storage
+from workmem import flows
+from workmem.aio import AsyncMemoryStorage
+from workmem.flows import run_sync
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
@@ -37,7 +43,9 @@ __all__ = [
     "Settings",
     "concurrency",
     "latency",
+    "operations",
     "prepare",
+    "read_layers",
     "resource_scaling",
     "round_trips",
     "thread_scaling",
@@ -112,8 +120,12 @@ def prepare(loader: Loader) -> Fixture:
     return Fixture([t.id for t in threads], [r.id for r in resources], "lat-list")
 
 
-def _operations(storage: MemoryStorage, fx: Fixture, tag: str) -> dict[str, Subject]:
-    """The six operations as subjects; ``tag`` keeps the ids each call creates apart."""
+def operations(storage: MemoryStorage | AsyncMemoryStorage, fx: Fixture, tag: str) -> dict[str, Subject]:
+    """The six operations as subjects; ``tag`` keeps the ids each call creates apart.
+
+    On an :class:`AsyncMemoryStorage` each subject returns the call's coroutine (wrap it in an
+    :class:`~bench.timing.AsyncSubject`); the arguments are the same as on the sync API.
+    """
     threads, resources = fx.thread_ids, fx.resource_ids
     new = f"new-{tag}"
     return {
@@ -191,8 +203,16 @@ def _adapter_sql(storage: MemoryStorage, floor: Floor, fx: Fixture) -> dict[str,
     return subjects
 
 
+_RECORD_FLOOR_OF = {"get_thread": "thread_record", "get_resource": "resource_record"}
+
+
 def latency(storage: MemoryStorage, floor: Floor | None, fx: Fixture, settings: Settings) -> dict[str, Any]:
     """Median and p99 of each operation, interleaved with its raw floor.
+
+    Where the floor can read whole records by hand (libSQL), the two reads are
+    also timed against that ``record_floor`` -- the driver call, the metadata
+    JSON decoded, both timestamps parsed, the frozen record built -- in a pair
+    of their own (``record_ratio``): the raw tuple is not what the adapter returns.
 
     For SQL adapters the operations also get ``adapter_sql``: the adapter's own
     statement on the raw connection, so a ratio can be split into SQL and Python.
@@ -201,9 +221,10 @@ def latency(storage: MemoryStorage, floor: Floor | None, fx: Fixture, settings: 
     would keep the floor's caches warmer than the adapter's (on libSQL that
     alone moved the ratio by about 0.1).
     """
-    ops = _operations(storage, fx, "lat")
+    ops = operations(storage, fx, "lat")
     floors = {} if floor is None else _floors(floor, fx)
     sql = {} if floor is None else _adapter_sql(storage, floor, fx)
+    records = _record_floors(floor, fx)
     out: dict[str, Any] = {}
     for name in OPERATIONS:
         subjects = {"adapter": ops[name]}
@@ -224,8 +245,124 @@ def latency(storage: MemoryStorage, floor: Floor | None, fx: Fixture, settings: 
             )
             entry["adapter_sql"] = pair["adapter_sql"].to_dict()
             entry["sql_ratio"] = round(pair["adapter_sql"].median_us / pair["floor"].median_us, 3)
+        if name in records:
+            pair = interleaved(
+                {"adapter": ops[name], "record_floor": records[name]},
+                samples=settings.samples,
+                budget_s=settings.budget_s,
+            )
+            entry["record_floor_name"] = _RECORD_FLOOR_OF[name]
+            entry["record_floor"] = pair["record_floor"].to_dict()
+            entry["adapter_vs_record"] = pair["adapter"].to_dict()
+            entry["record_ratio"] = round(pair["adapter"].median_us / pair["record_floor"].median_us, 3)
         out[name] = entry
     return out
+
+
+def _record_floors(floor: Floor | None, fx: Fixture) -> dict[str, Subject]:
+    """The hand-written record reads, by the operation they stand for (none where the floor has none)."""
+    if floor is None or not floor.records:
+        return {}
+    threads, resources = fx.thread_ids, fx.resource_ids
+    return {
+        "get_thread": lambda i: floor.thread_record(threads[(i * 104729) % len(threads)]),
+        "get_resource": lambda i: floor.resource_record(resources[(i * 104729) % len(resources)]),
+    }
+
+
+def read_layers(storage: MemoryStorage, floor: Floor | None, fx: Fixture, settings: Settings) -> dict[str, Any] | None:
+    """A read's time layer by layer, every layer interleaved with the others (floors with records only).
+
+    Per read: ``raw`` (driver call, tuples), ``record`` (the hand-written record
+    read), ``hook`` (``run_sync(storage._get_thread(id))``: the adapter's I/O and
+    row mapping, no checks), ``flow`` (``run_sync(flows.get_thread(...))``: the id
+    checked, the owner rule) and ``public`` (``storage.get_thread(id)``). Each
+    difference is one layer's price. ``coroutine_layer`` times the mechanism
+    alone: three nested coroutines driven by ``run_sync`` against three nested
+    plain calls (ns per call, the best of five loops of 20 000).
+    """
+    if floor is None or not floor.records:
+        return None
+    threads, resources = fx.thread_ids, fx.resource_ids
+
+    def thread_id(i: int) -> str:
+        return threads[(i * 7919) % len(threads)]
+
+    def resource_id(i: int) -> str:
+        return resources[(i * 7919) % len(resources)]
+
+    layers: dict[str, dict[str, Subject]] = {
+        "get_thread": {
+            "raw": lambda i: floor.read_thread(thread_id(i)),
+            "record": lambda i: floor.thread_record(thread_id(i)),
+            "hook": lambda i: run_sync(storage._get_thread(thread_id(i))),
+            "flow": lambda i: run_sync(flows.get_thread(storage, thread_id(i), None)),
+            "public": lambda i: storage.get_thread(thread_id(i)),
+        },
+        "get_resource": {
+            "raw": lambda i: floor.read_resource(resource_id(i)),
+            "record": lambda i: floor.resource_record(resource_id(i)),
+            "hook": lambda i: run_sync(storage._get_resource(resource_id(i))),
+            "flow": lambda i: run_sync(flows.get_resource(storage, resource_id(i))),
+            "public": lambda i: storage.get_resource(resource_id(i)),
+        },
+    }
+    out: dict[str, Any] = {}
+    for op, subjects in layers.items():
+        stats = interleaved(subjects, samples=settings.samples, budget_s=settings.budget_s)
+        record = stats["record"].median_us
+        out[op] = {
+            name: {**value.to_dict(), "vs_record": round(value.median_us / record, 3)} for name, value in stats.items()
+        }
+    out["coroutine_layer"] = _coroutine_layer()
+    return out
+
+
+async def _inner(x: int) -> int:
+    return x
+
+
+async def _middle(x: int) -> int:
+    return await _inner(x)
+
+
+async def _outer(x: int) -> int:
+    return await _middle(x)
+
+
+def _plain_inner(x: int) -> int:
+    return x
+
+
+def _plain_middle(x: int) -> int:
+    return _plain_inner(x)
+
+
+def _plain_outer(x: int) -> int:
+    return _plain_middle(x)
+
+
+def _coroutine_layer(loops: int = 20_000, runs: int = 5) -> dict[str, Any]:
+    """ns per call of three nested coroutines through ``run_sync`` vs three nested plain calls (best of ``runs``)."""
+
+    def best(call: Callable[[int], int]) -> float:
+        times = []
+        for _ in range(runs):
+            began = time.perf_counter_ns()
+            for i in range(loops):
+                call(i)
+            times.append((time.perf_counter_ns() - began) / loops)
+        return min(times)
+
+    coroutines = best(lambda i: run_sync(_outer(i)))
+    plain = best(_plain_outer)
+    return {
+        "nesting": 3,
+        "run_sync_coroutines_ns": round(coroutines, 1),
+        "plain_calls_ns": round(plain, 1),
+        "cost_ns": round(coroutines - plain, 1),
+        "note": "get_thread / get_resource nest three coroutines (flow, hook, _read_key) under run_sync",
+    }
 
 
 def round_trips(ns: Namespace, fx: Fixture, calls: int = 40) -> dict[str, Any]:
@@ -233,7 +370,7 @@ def round_trips(ns: Namespace, fx: Fixture, calls: int = 40) -> dict[str, Any]:
     with counted_storage(ns) as counted:
         if counted is None:
             return {}
-        ops = _operations(counted.storage, fx, "rt")
+        ops = operations(counted.storage, fx, "rt")
         out: dict[str, Any] = {"method": counted.method}
         for name in OPERATIONS:
             time_calls(ops[name], 0, 10)  # warm up: connect, prepare statements, load scripts

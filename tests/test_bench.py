@@ -256,3 +256,191 @@ def test_embedded_engines_section_runs_quick_and_reports_each_engine() -> None:
     table = format_report({"backends": {"libsql": {"status": "ok", "url": "file:x", "errors": {}, "engines": section}}})
     assert "Embedded engines" in table
     assert f"apsw {apsw.apswversion()}" in table
+
+
+# -- the async API section (--async) and the record floor -------------------------------------
+
+
+def test_async_section_on_memory_reports_overhead_throughput_and_lag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--backend", "memory", "--quick", "--only", "async", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    [json_path] = tmp_path.glob("*.json")
+    results = json.loads(json_path.read_text())
+    assert results["meta"]["sections"] == ["async"]
+    memory = results["backends"]["memory"]
+    assert memory["status"] == "ok", memory
+    assert memory["errors"] == {}
+    assert "latency" not in memory and "concurrency" not in memory  # --only async runs nothing else
+
+    overhead = memory["async_overhead"]
+    assert overhead["adapter"] == {
+        "class": "AsyncInMemoryStorage",
+        "native": True,
+        "what": "native AsyncInMemoryStorage",
+    }
+    assert list(overhead["operations"]) == list(OPERATIONS)
+    for entry in overhead["operations"].values():
+        assert entry["sync"]["n"] >= 30 and entry["async"]["n"] >= 30
+        # (the medians are rounded to 0.01 us, the ratio is not: sub-microsecond medians differ a little)
+        assert entry["ratio"] == pytest.approx(entry["async"]["median_us"] / entry["sync"]["median_us"], abs=0.03)
+
+    throughput = memory["async_throughput"]
+    assert (throughput["tasks"], throughput["threads"], throughput["rounds"]) == (64, 16, 3)
+    assert set(throughput["workloads"]) == {"get_thread", "merge_working_memory"}
+    for entry in throughput["workloads"].values():
+        assert entry["ops_per_round"] == 64 * throughput["calls_per_task"]
+        assert len(entry["sync_round_s"]) == len(entry["async_round_s"]) == 3
+        assert entry["async_ops_per_s"] > 0 and entry["sync_ops_per_s"] > 0
+
+    lag = memory["loop_lag"]
+    assert lag["merges"] == 64 * lag["merges_per_task"]
+    assert lag["lost_updates"] == 0
+    for when in ("idle", "loaded"):
+        assert lag[when]["ticks"] > 0
+        assert 0 <= lag[when]["median_ms"] <= lag[when]["p99_ms"] <= lag[when]["max_ms"]
+    assert memory["targets"] == []  # the async targets are PostgreSQL's throughput and libSQL's lag
+
+    for title in ("Async API vs sync API, one caller", "Concurrent callers", "Event-loop lag"):
+        assert title in out
+    [plot] = tmp_path.glob("*-async.png")
+    width, height = _png_size(plot)
+    assert width > 400 and height > 300
+
+
+def test_async_targets_pass_and_miss() -> None:
+    def result(ratio: float, p99: float) -> dict[str, Any]:
+        adapter = {"what": "test"}
+        lag = {"ticks": 100, "median_ms": 0.1, "p99_ms": p99, "max_ms": p99 * 2}
+        return {
+            "sections": ["async"],
+            "async_throughput": {
+                "adapter": adapter, "tasks": 64, "threads": 16,
+                "workloads": {"get_thread": {"ratio": ratio, "async_ops_per_s": 2.0, "sync_ops_per_s": 1.0}},
+            },
+            "loop_lag": {"adapter": adapter, "tasks": 64, "idle": lag, "loaded": lag},
+        }  # fmt: skip
+
+    [good] = evaluate_targets("postgres", result(1.0, 9.0))
+    assert (good["status"], good["value"]) == ("PASS", 1.0)
+    [bad] = evaluate_targets("postgres", result(0.99, 1.0))
+    assert bad["status"] == "MISS"
+    [lag_ok] = evaluate_targets("libsql", result(0.5, 4.99))
+    assert lag_ok["status"] == "PASS" and lag_ok["name"].startswith("event-loop lag p99 < 5 ms")
+    [lag_bad] = evaluate_targets("libsql", result(0.5, 5.0))
+    assert lag_bad["status"] == "MISS"
+
+
+@pytest.mark.backend("libsql")
+def test_libsql_record_floor_reads_the_adapters_record_and_layers_are_reported() -> None:
+    from bench.floors import open_floor
+    from bench.workloads import latency, prepare, read_layers
+
+    tiny = Settings(True, samples=40, budget_s=0.05, scale_steps=1, writers=(1,), ops_per_level=2)
+    with open_namespace("libsql") as ns, ns.connect() as storage:
+        loader, _ = loader_for(ns, storage)
+        floor = open_floor(ns)
+        assert floor is not None and floor.records
+        try:
+            fixture = prepare(loader)
+            thread_id, resource_id = fixture.thread_ids[5], fixture.resource_ids[5]
+            assert floor.thread_record(thread_id) == storage.get_thread(thread_id)
+            assert floor.resource_record(resource_id) == storage.get_resource(resource_id)
+            assert floor.thread_record("missing") is None
+            section = latency(storage, floor, fixture, tiny)
+            layers = read_layers(storage, floor, fixture, tiny)
+        finally:
+            loader.close()
+            floor.close()
+    for op in ("get_thread", "get_resource"):
+        entry = section[op]
+        assert entry["record_ratio"] == pytest.approx(
+            entry["adapter_vs_record"]["median_us"] / entry["record_floor"]["median_us"], rel=0.01
+        )
+        assert "record_ratio" in entry and "ratio" in entry
+    assert "record_ratio" not in section["save_thread"]
+    assert layers is not None
+    for op in ("get_thread", "get_resource"):
+        assert list(layers[op]) == ["raw", "record", "hook", "flow", "public"]
+        assert layers[op]["record"]["vs_record"] == 1.0
+    assert layers["coroutine_layer"]["run_sync_coroutines_ns"] > 0
+    targets = {t["name"]: t for t in evaluate_targets("libsql", {"latency": section, "sections": ["latency"]})}
+    judged = targets["get_thread <= 1.2x hand-written record read (median)"]
+    assert judged["value"] == section["get_thread"]["record_ratio"]
+    assert judged["status"] == ("PASS" if judged["value"] <= 1.2 else "MISS")
+    table = format_report({"backends": {"libsql": {"status": "ok", "url": "file:x", "errors": {}, "latency": section,
+                                                   "read_layers": layers}}})  # fmt: skip
+    assert "Reads vs a hand-written read of the same record" in table
+    assert "Where a read's time goes" in table
+
+
+# -- the copy section -------------------------------------------------------------------------
+
+
+@pytest.mark.backend("libsql")
+@pytest.mark.backend("postgres")
+def test_copy_section_reports_each_size_both_ways_and_cleans_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from bench.copy import copy_section
+    from bench.report import evaluate_copy_targets
+
+    monkeypatch.setenv("WORKMEM_POSTGRES_URL", server_url("postgres"))
+    with psycopg.connect(server_url("postgres")) as conn:
+        before = {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'wmbench_%'")}
+    section = copy_section((20, 50), page_size=7)
+    assert section["status"] == "ok", section
+    assert [(p["threads"], p["resources"]) for p in section["points"]] == [(20, 2), (50, 5)]
+    for point in section["points"]:
+        want = {"resource inserted": point["resources"], "thread inserted": point["threads"]}
+        assert point["copy_counts"] == point["reverse_counts"] == want
+        assert point["copy_complete"] is point["reverse_complete"] is True
+        for key in ("pg_copy_s", "copy_s", "ratio", "reverse_s", "copy_rss_mb", "reverse_rss_mb", "baseline_rss_mb"):
+            assert point[key] > 0, key
+    targets = {t["name"].split(" <=")[0].split(":")[0]: t for t in evaluate_copy_targets(section)}
+    assert set(targets) == {
+        "copy libSQL -> PostgreSQL",
+        "libSQL -> PostgreSQL peak RSS flat",
+        "PostgreSQL -> libSQL peak RSS flat",
+        "every record copied, both ways, every size",
+    }
+    assert targets["copy libSQL -> PostgreSQL"]["status"] == "n/a"  # 50 threads: not the 100,000 of the target
+    assert targets["every record copied, both ways, every size"]["status"] == "PASS"
+    section["targets"] = list(targets.values())
+    text = format_report({"backends": {}, "copy": section})
+    assert "libSQL->PG s" in text and "PG->libSQL s" in text and "Copy targets" in text
+    with psycopg.connect(server_url("postgres")) as conn:
+        after = {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'wmbench_%'")}
+    assert after <= before, f"schemas left behind: {sorted(after - before)}"
+
+
+def test_copy_section_is_skipped_without_postgres(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.copy import copy_section
+
+    monkeypatch.delenv("WORKMEM_POSTGRES_URL", raising=False)
+    monkeypatch.setitem(bench_backends._LOCAL, "postgres", ("127.0.0.1", 9, "postgresql://127.0.0.1:9/x"))
+    section = copy_section((10,))
+    assert section["status"] == "skipped"
+    assert "WORKMEM_POSTGRES_URL" in section["reason"]
+    assert "points" not in section
+    assert "SKIPPED -- no postgres server" in format_report({"backends": {}, "copy": section})
+
+
+def test_only_copy_runs_no_backend_section(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import bench.__main__ as bench_main
+
+    calls: list[tuple[int, ...]] = []
+
+    def fake(sizes: tuple[int, ...]) -> dict[str, Any]:
+        calls.append(tuple(sizes))
+        return {"status": "skipped", "reason": "test"}
+
+    monkeypatch.setattr(bench_main, "copy_section", fake)
+    assert main(["--only", "copy", "--quick", "--out", str(tmp_path)]) == 0
+    [json_path] = tmp_path.glob("*.json")
+    results = json.loads(json_path.read_text())
+    assert calls == [(1_000, 10_000)]
+    assert results["backends"] == {}
+    assert results["meta"]["sections"] == ["copy"]
+    assert results["copy"]["status"] == "skipped"
