@@ -19,8 +19,10 @@ def _runnable_blocks() -> list[str]:
 
 def test_the_readme_has_the_runnable_blocks_this_test_expects() -> None:
     blocks = _runnable_blocks()
-    assert len(blocks) == 2
-    assert "storage.save_thread" in blocks[0] and "memory.create_thread" in blocks[1]
+    assert len(blocks) == 5
+    assert "storage.save_thread" in blocks[0] and "workmem.connect_async" in blocks[1]
+    assert "memory.create_thread" in blocks[2] and "AsyncMemory.open" in blocks[3]
+    assert "storage.query" in blocks[4]
 
 
 def test_readme_blocks_run_in_sequence_and_twice(tmp_path: Path) -> None:
