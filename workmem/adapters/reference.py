@@ -238,6 +238,8 @@ class ReferenceHooks(StorageHooks):
 class InMemoryStorage(ReferenceHooks, MemoryStorage):
     """The reference adapter, sync: plain dicts behind a lock."""
 
+    async_adapter = "workmem.adapters.reference:AsyncInMemoryStorage"
+
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         return cls(_name_of(url, options))
@@ -249,6 +251,3 @@ class AsyncInMemoryStorage(ReferenceHooks, AsyncMemoryStorage):
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
         return cls(_name_of(url, options))
-
-
-InMemoryStorage.async_adapter = "workmem.adapters.reference:AsyncInMemoryStorage"
