@@ -1,5 +1,9 @@
 """``python -m bench [--backend NAME ...] [--quick] [--async] [--copy] [--only SECTION ...] [--out DIR]``: benchmark.
 
+``python -m bench --peers [--backend postgres|libsql] [--quick]`` instead runs
+workmem side by side with the real Mastra adapters (Node 22, ``interop/``) and
+LangGraph's stores, the same eight measurements interleaved (:mod:`bench.peers`).
+
 For every backend reachable here (others are skipped with the reason): the
 latency of six operations next to the raw driver floor measured in the same
 run, round trips per operation, for libSQL the embedded engines side by side
@@ -37,6 +41,9 @@ from bench.copy import FULL_SIZES, QUICK_SIZES, copy_section
 from bench.engines import embedded_engines
 from bench.floors import open_floor
 from bench.loaders import loader_for
+from bench.peers.plot import draw_peers
+from bench.peers.report import format_peers
+from bench.peers.runner import PEER_BACKENDS, run_peers
 from bench.plots import draw_plots
 from bench.report import evaluate_copy_targets, evaluate_targets, format_report, write_json
 from bench.workloads import (
@@ -181,6 +188,36 @@ def run(
     return results
 
 
+def peers_main(backends: list[str] | None, quick: bool, out: Path, command: str) -> int:
+    """``--peers``: PostgreSQL (``--backend postgres``) and the embedded file (``--backend libsql``)."""
+    chosen = [("file" if b == "libsql" else b) for b in backends or ["postgres", "libsql"]]
+    unknown = [b for b in chosen if b not in PEER_BACKENDS]
+    if unknown:
+        _log(f"--peers compares on postgres and libsql only, not {', '.join(unknown)}")
+        return 2
+    began = time.monotonic()
+    results = run_peers(chosen, quick=quick)
+    results["meta"] = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "command": command,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "duration_s": round(time.monotonic() - began, 1),
+    }
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = out / f"{stamp}-{results['meta']['host']}-peers.json"
+    write_json(results, path)
+    plot = draw_peers(results, path.with_suffix(""))
+    print(format_peers(results))
+    print(f"JSON:  {path}")
+    if plot is not None:
+        print(f"plot:  {plot}")
+    print(f"took {results['meta']['duration_s']} s; command: {command}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -208,10 +245,17 @@ def main(argv: list[str] | None = None) -> int:
         choices=SECTIONS,
         help="run only this section (repeatable; 'async' is the three async measurements, 'copy' the copy section)",
     )
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead: workmem side by side with Mastra (Node) and LangGraph on PostgreSQL and the embedded file",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"directory for JSON and PNGs ({RESULTS_DIR})")
     args = parser.parse_args(argv)
-    backends = list(dict.fromkeys(args.backend or ALL_BACKENDS))
     command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.peers:
+        return peers_main(args.backend, args.quick, args.out, command.strip())
+    backends = list(dict.fromkeys(args.backend or ALL_BACKENDS))
     sections = (frozenset(args.only) if args.only else DEFAULT_SECTIONS) | ({"async"} if args.run_async else set())
     sections |= {"copy"} if args.run_copy else set()
     results = run(backends, Settings.default(args.quick), command.strip(), sections)

@@ -32,7 +32,7 @@ from workmem.storage import MemoryStorage
 from workmem.testing.upstash_bridge import BridgeProcess, spawn_bridge
 from workmem.urls import mask_url
 
-__all__ = ["ALL_BACKENDS", "Namespace", "Unavailable", "open_namespace"]
+__all__ = ["ALL_BACKENDS", "Namespace", "Unavailable", "open_namespace", "server_url"]
 
 ALL_BACKENDS = ("postgres", "libsql", "upstash", "mongodb", "oracle", "memory")
 
@@ -87,6 +87,11 @@ def _server(name: str) -> tuple[str, str]:
             return url, f"local server {host}:{port}"
     except OSError:
         raise Unavailable(f"no {name} server: set {env}, or run one on {host}:{port}") from None
+
+
+def server_url(name: str) -> str:
+    """The ``name`` server's URL (``postgres``, ``redis``, ...), found as for every backend, or :class:`Unavailable`."""
+    return _server(name)[0]
 
 
 def _with_query(url: str, **params: str) -> str:
