@@ -8,7 +8,12 @@ embedded libSQL file is built with the raw bulk loader
   PostgreSQL schema with psycopg ``COPY`` (:class:`~bench.loaders.PostgresLoader`;
   its tables are created beforehand and not timed);
 * ``copy_s``: ``workmem.copy(libsql_url, postgres_url)`` into another fresh
-  schema (opening both sides and creating the tables included);
+  schema (opening both sides and creating the tables included). It streams
+  pages of ``page_size`` records and writes up to ``writes_in_flight``
+  (:data:`workmem.transfer.engine.WRITES_IN_FLIGHT`) at once, each batch one
+  statement (:mod:`workmem.adapters.postgres.bulk`), while psycopg ``COPY``
+  loads every row in one statement (one count trigger run, nothing skipped or
+  compared): the ratio is the price of streaming and re-runnable copies;
 * ``reverse_s``: ``workmem.copy(postgres_url, libsql_url)`` from that schema
   into a fresh libSQL file.
 
@@ -42,7 +47,7 @@ import workmem
 from bench.backends import Namespace, Unavailable, open_namespace
 from bench.loaders import LibSQLLoader, PostgresLoader
 from workmem.records import Resource, Thread
-from workmem.transfer.engine import DEFAULT_PAGE_SIZE
+from workmem.transfer.engine import DEFAULT_PAGE_SIZE, WRITES_IN_FLIGHT
 
 __all__ = ["FULL_SIZES", "QUICK_SIZES", "copy_section", "records"]
 
@@ -181,6 +186,7 @@ def _point(threads: int, page_size: int) -> dict[str, Any]:
 def copy_section(sizes: Sequence[int], page_size: int = DEFAULT_PAGE_SIZE) -> dict[str, Any]:
     """The ``copy`` results (see :mod:`bench.report` for the layout); skipped when libSQL or PostgreSQL is missing."""
     result: dict[str, Any] = {"status": "ok", "reason": None, "page_size": page_size, "sizes": list(sizes)}
+    result["writes_in_flight"] = WRITES_IN_FLIGHT
     result["target_threads"] = FULL_SIZES[-1]
     try:
         with open_namespace("libsql"), open_namespace("postgres"):

@@ -185,7 +185,9 @@ class RacyMerge(ReferenceHooks):
             await self._update_resource(target.resource_id, dump_json(merged), UNSET, now)
         else:
             assert target.thread_id is not None
-            await self._update_thread(target.thread_id, UNSET, {WORKING_MEMORY_KEY: dump_json(merged)}, now)
+            await self._update_thread(
+                target.thread_id, UNSET, {WORKING_MEMORY_KEY: dump_json(merged)}, now, owner=target.resource_id
+            )
         return merged
 
 
@@ -220,9 +222,15 @@ class ScopeLeak(ReferenceHooks):
     """A thread-scope write also lands on the owning resource's working memory."""
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
-        thread = await super()._update_thread(thread_id, title, metadata, now)
+        thread = await super()._update_thread(thread_id, title, metadata, now, owner=owner)
         memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
         if isinstance(memory, str):
             await self._update_resource(thread.resource_id, memory, UNSET, now)
@@ -327,9 +335,15 @@ class IntsBecomeFloats(ReferenceHooks):
         return await super()._save_thread(dataclasses.replace(thread, metadata=_floats(thread.metadata)), now)
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
-        return await super()._update_thread(thread_id, title, _floats(metadata), now)
+        return await super()._update_thread(thread_id, title, _floats(metadata), now, owner=owner)
 
     async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
         return _merge_in_store(self, target, now, _merging(patch, finish=_floats))
@@ -367,13 +381,13 @@ class DeleteKeepsThreadMemory(ReferenceHooks):
         kept: dict[str, str] = self._store.__dict__.setdefault("kept_memory", {})
         return kept
 
-    async def _delete_thread(self, thread_id: str) -> bool:
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         with self._store.lock:
             old = self._store.threads.get(thread_id)
             memory = None if old is None else thread_working_memory(old.metadata)
             if memory is not None:
                 self._kept()[thread_id] = memory
-            return await super()._delete_thread(thread_id)
+            return await super()._delete_thread(thread_id, owner=owner)
 
     def _revive(self, thread: Thread) -> Thread:
         if thread.id in self._store.threads:
@@ -448,6 +462,59 @@ class OffsetIteration(ReferenceHooks):
         return RecordPage(records, (), str(offset + limit) if len(chosen) == limit else None)
 
 
+class CheckThenWrite(ReferenceHooks):
+    """update_thread / delete_thread naming an owner read the thread and check its owner, then write by id alone."""
+
+    async def _checked(self, thread_id: str, owner: str | None) -> None:
+        if owner is not None:
+            old = await self._get_thread(thread_id)
+            if old is None:
+                raise workmem.ThreadNotFoundError(thread_id)
+            check_owner(old, owner)
+            await self._pause(0.002)
+
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+    ) -> Thread:
+        await self._checked(thread_id, owner)
+        return await super()._update_thread(thread_id, title, metadata, now, owner=None)
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        await self._checked(thread_id, owner)
+        return await super()._delete_thread(thread_id, owner=None)
+
+
+class OwnerIgnored(ReferenceHooks):
+    """update_thread / delete_thread ignore the owner they are given: another resource's thread is written."""
+
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+    ) -> Thread:
+        return await super()._update_thread(thread_id, title, metadata, now, owner=None)
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        return await super()._delete_thread(thread_id, owner=None)
+
+
+MUTANTS_OWNER_WRITES: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
+    (CheckThenWrite, {"owner_race"}, {"owner_race"}),
+    (OwnerIgnored, {"owner_immutable"}, {"owner_immutable"}),
+]
+"""Writes naming an owner: the check must be the write's own condition."""
+
+
 MUTANTS_ISSUE_17: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     (BulkMovesThreads, {"bulk_insert_keeps_what_exists"}, {"bulk_insert_keeps_what_exists"}),
     (OffsetIteration, {"iteration_across_concurrent_writes"}, {"iteration_across_concurrent_writes"}),
@@ -506,6 +573,7 @@ MUTANTS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     (AcceptsNul, {"validation", "stateful"}, {"validation", "stateful"}),
     *MUTANTS_B,
     *MUTANTS_ISSUE_17,
+    *MUTANTS_OWNER_WRITES,
 ]
 
 
@@ -822,7 +890,7 @@ class LikeTotal(ReferenceHooks):
 class GlobDelete(ReferenceHooks):
     """delete_thread deletes every key matching ``thread:{id}`` as an unescaped Redis glob."""
 
-    async def _delete_thread(self, thread_id: str) -> bool:
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         pattern = thread_id.replace("[", "[[]")
         with self._store.lock:
             doomed = [tid for tid in self._store.threads if fnmatch.fnmatchcase(tid, pattern)]
@@ -864,9 +932,9 @@ class StaleUpdatedIndex(ReferenceHooks):
         self._index()[created.id] = created.updated_at
         return created
 
-    async def _delete_thread(self, thread_id: str) -> bool:
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         self._index().pop(thread_id, None)
-        return await super()._delete_thread(thread_id)
+        return await super()._delete_thread(thread_id, owner=owner)
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         owned = _owned_by(self, lambda owner: owner == query.resource_id)
@@ -904,13 +972,19 @@ class DeepMetadataMerge(ReferenceHooks):
             return await super()._update_resource(resource_id, working_memory, metadata, now)
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         with self._store.lock:
             old = self._store.threads.get(thread_id)
             if old is not None and old.metadata and isinstance(metadata, dict):
                 metadata = _deep(old.metadata, metadata)
-            return await super()._update_thread(thread_id, title, metadata, now)
+            return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
 
 
 def _nfc(value: Any) -> Any:
@@ -1114,15 +1188,21 @@ class RacyMetadata(ReferenceHooks):
         return await self._save_resource(updated_resource(old, resource_id, working_memory, metadata, now))
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         if not isinstance(metadata, dict):
-            return await super()._update_thread(thread_id, title, metadata, now)
+            return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
         old = await self._get_thread(thread_id)
         if old is None:
             raise workmem.ThreadNotFoundError(thread_id)
         await self._pause(0.002)
-        new = updated_thread(old, title, metadata, now)
+        new = updated_thread(old, title, metadata, now, owner)
         with self._store.lock:
             self._store.threads[thread_id] = new
         return new
@@ -1134,17 +1214,23 @@ class SeparateMetadataLock(ReferenceHooks):
     _metadata_lock = _SpinLock()  # shared by every connection: update_thread alone is atomic
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         if not isinstance(metadata, dict):
-            return await super()._update_thread(thread_id, title, metadata, now)
+            return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
         await self._metadata_lock.acquire(self)
         try:
             old = await self._get_thread(thread_id)
             if old is None:
                 raise workmem.ThreadNotFoundError(thread_id)
             await self._pause(0.002)
-            new = updated_thread(old, title, metadata, now)
+            new = updated_thread(old, title, metadata, now, owner)
             with self._store.lock:
                 self._store.threads[thread_id] = new
             return new

@@ -10,7 +10,8 @@ to another of those backends (exit 0, verify clean), ``workmem.copy`` copies
 them into the in-process memory backend and back (the memory backend is not
 reachable from a subprocess), every record read through workmem on each side
 equals what Mastra wrote, and Mastra reads a resource, a thread and working
-memory in both scopes back from the copy.
+memory in both scopes back from the copy. A libSQL or PostgreSQL source is
+left without any workmem table, index, trigger or function.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from test_mastra_interop import (
     tool,
     workmem_memory,
 )
+from test_transfer_flows import workmem_objects
 
 import workmem
 from workmem import MemoryStorage, Resource, Thread
@@ -225,6 +227,9 @@ def cli_copy(src_url: str, dst_url: str) -> str:
     return done.stdout
 
 
+UNCHANGED_SOURCES = {"libsql", "postgres"}
+"""Sources a copy changes nothing in. Upstash has no ordered keys: reading it keeps sorted sets of its ids."""
+
 CASES = [("libsql", "postgres"), ("postgres", "libsql"), ("postgres", "upstash"), ("upstash", "libsql")]
 
 
@@ -237,8 +242,10 @@ def test_what_mastra_wrote_copies_verified_and_mastra_reads_the_copy(src_backend
     ids = Ids()
     with side(src_backend, ids.suffix) as src, side(dst_backend, ids.suffix) as dst:
         written = mastra_writes(src, ids)
-        # first workmem contact with the source: a database only Mastra wrote copies as it is
+        # first workmem contact with the source: a database only Mastra wrote copies as it is, and stays so
         summary = cli_copy(src.url, dst.url)
+        if src_backend in UNCHANGED_SOURCES:
+            assert workmem_objects(src.url) == [], "the copy created workmem's tables or triggers in its source"
         with workmem.connect(src.url, create=False) as source:
             resources, threads = assert_holds_what_mastra_wrote(source, written)
         assert f"resources: {len(resources)} inserted, {len(resources)} verified" in summary, summary
@@ -262,6 +269,9 @@ def test_what_mastra_wrote_copies_verified_and_mastra_reads_the_copy(src_backend
             back = workmem.copy(memory_url, dst.url, verify=True)
             assert back.ok, back.issues
             assert back.counts["thread", "skipped"] == len(threads) and back.counts["thread", "inserted"] == 0
+
+        if src_backend in UNCHANGED_SOURCES:  # nor did reading it (create=False), re-running or verifying
+            assert workmem_objects(src.url) == []
 
         # Mastra reads the copy: a resource, a thread holding thread-scope working memory, both scopes
         ada, chat, mo, mos = ids("ada"), ids("chat"), ids("mo"), ids("mo-chat")

@@ -44,7 +44,7 @@ from workmem.merge_patch import apply_merge_patch
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Scope, Thread, ThreadPage
 from workmem.registry import connect, connect_async, known_schemes, register
 from workmem.storage import MemoryStorage
-from workmem.transfer import copy
+from workmem.transfer import copy, copy_async
 
 __all__ = [
     "DEFAULT_TEMPLATE",
@@ -84,6 +84,7 @@ __all__ = [
     "connect",
     "connect_async",
     "copy",
+    "copy_async",
     "known_schemes",
     "register",
     "sub_agent_resource_id",

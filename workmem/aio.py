@@ -93,13 +93,14 @@ class AsyncMemoryStorage(StorageHooks):
         *,
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        resource_id: str | None = None,
     ) -> Thread:
         """See :meth:`MemoryStorage.update_thread`."""
-        return await flows.update_thread(self, thread_id, title, metadata)
+        return await flows.update_thread(self, thread_id, title, metadata, resource_id)
 
-    async def delete_thread(self, thread_id: str) -> bool:
+    async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """See :meth:`MemoryStorage.delete_thread`."""
-        return await flows.delete_thread(self, thread_id)
+        return await flows.delete_thread(self, thread_id, resource_id)
 
     async def list_threads(
         self,
@@ -249,12 +250,19 @@ class ThreadedAsyncStorage(AsyncMemoryStorage):
         return await self._run(self.storage._save_thread, thread, now)
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
-        return await self._run(self.storage._update_thread, thread_id, title, metadata, now)
+        update = functools.partial(self.storage._update_thread, owner=owner)
+        return await self._run(update, thread_id, title, metadata, now)
 
-    async def _delete_thread(self, thread_id: str) -> bool:
-        return await self._run(self.storage._delete_thread, thread_id)
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        return await self._run(functools.partial(self.storage._delete_thread, owner=owner), thread_id)
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         return await self._run(self.storage._list_threads, query)

@@ -20,6 +20,7 @@ from workmem.validation import dump_json, validate_json_object
 
 __all__ = [
     "merge_document",
+    "owned",
     "replaced_thread",
     "shallow",
     "updated_resource",
@@ -53,12 +54,16 @@ def updated_resource(
     )
 
 
-def updated_thread(old: Thread, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime) -> Thread:
+def updated_thread(
+    old: Thread, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime, owner: str | None = None
+) -> Thread:
     """The thread after ``update_thread``.
 
     A new ``title`` was validated by the caller; a kept one is taken as stored (another
     program may have stored a longer one). The merged metadata is checked whole (its size limit).
+    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`owned`).
     """
+    owned(old, owner)
     merged = shallow(old.metadata, metadata)
     return trusted_thread(
         old.id,
@@ -68,6 +73,18 @@ def updated_thread(old: Thread, title: str | Unset, metadata: dict[str, Any] | U
         old.created_at,
         normalize(now),
     )
+
+
+def owned(thread: Thread, owner: str | None) -> Thread:
+    """``thread``, when ``owner`` is ``None`` or owns it; :class:`ThreadOwnershipError` otherwise.
+
+    Adapters call it on the stored thread inside the atomic step that writes it (a
+    row lock, a compare-and-swap, a script), so the write that follows is
+    conditioned on the owner it checked.
+    """
+    if owner is not None and thread.resource_id != owner:
+        raise ThreadOwnershipError(thread.id, owner)
+    return thread
 
 
 def replaced_thread(old: Thread | None, thread: Thread, now: datetime) -> Thread:

@@ -36,7 +36,7 @@ from workmem.checks import (
     check_thread_update,
     thread_working_memory,
 )
-from workmem.errors import ThreadNotFoundError, UnreadableRecordError, ValidationError
+from workmem.errors import UnreadableRecordError, ValidationError
 from workmem.records import (
     UNSET,
     WORKING_MEMORY_KEY,
@@ -170,16 +170,31 @@ class StorageHooks(ABC):
 
     @abstractmethod
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         """:func:`workmem.changes.updated_thread` applied to the stored thread, atomically.
 
-        :class:`~workmem.errors.ThreadNotFoundError` when there is none.
+        :class:`~workmem.errors.ThreadNotFoundError` when there is none. With an
+        ``owner``, the write is conditioned on it in the same atomic step: a thread
+        that another resource owns at that moment raises
+        :class:`~workmem.errors.ThreadOwnershipError` and is left as it is (checking
+        first and writing by id after would let a thread deleted and re-created under
+        another owner in between take the write).
         """
 
     @abstractmethod
-    async def _delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread and its working memory; whether it existed."""
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        """Delete the thread and its working memory; whether it existed.
+
+        With an ``owner``, only that resource's thread is deleted, in one atomic step;
+        another resource's raises :class:`~workmem.errors.ThreadOwnershipError`.
+        """
 
     @abstractmethod
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
@@ -282,15 +297,22 @@ async def save_thread(hooks: StorageHooks, thread: Thread) -> Thread:
 
 
 async def update_thread(
-    hooks: StorageHooks, thread_id: str, title: str | Unset, metadata: Mapping[str, Any] | Unset | None
+    hooks: StorageHooks,
+    thread_id: str,
+    title: str | Unset,
+    metadata: Mapping[str, Any] | Unset | None,
+    resource_id: str | None = None,
 ) -> Thread:
     validate_id(thread_id, "thread id")
+    owner = None if resource_id is None else validate_id(resource_id, "resource id")
     checked_title, checked_metadata = check_thread_update(title, metadata)
-    return await hooks._update_thread(thread_id, checked_title, checked_metadata, utc_now())
+    return await hooks._update_thread(thread_id, checked_title, checked_metadata, utc_now(), owner=owner)
 
 
-async def delete_thread(hooks: StorageHooks, thread_id: str) -> bool:
-    return await hooks._delete_thread(validate_id(thread_id, "thread id"))
+async def delete_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None = None) -> bool:
+    validate_id(thread_id, "thread id")
+    owner = None if resource_id is None else validate_id(resource_id, "resource id")
+    return await hooks._delete_thread(thread_id, owner=owner)
 
 
 async def list_threads(
@@ -330,14 +352,10 @@ async def set_working_memory(
         await hooks._update_resource(target.resource_id, content, UNSET, utc_now())
         return
     assert target.thread_id is not None
-    if target.resource_id is not None:
-        # The owner never changes, so checking it before the write leaves no race.
-        thread = await hooks._get_thread(target.thread_id)
-        if thread is None:
-            raise ThreadNotFoundError(target.thread_id)
-        check_owner(thread, target.resource_id)
     _, metadata = check_thread_update(UNSET, {WORKING_MEMORY_KEY: content})
-    await hooks._update_thread(target.thread_id, UNSET, metadata, utc_now())
+    # The owner is checked by the write itself: the thread may be deleted and its id re-created under
+    # another resource between any read and the write.
+    await hooks._update_thread(target.thread_id, UNSET, metadata, utc_now(), owner=target.resource_id)
 
 
 async def merge_working_memory(

@@ -158,20 +158,26 @@ class MemoryStorage(StorageHooks):
         *,
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        resource_id: str | None = None,
     ) -> Thread:
         """Replace the title and merge metadata shallowly; atomic.
 
         Raises :class:`~workmem.errors.ThreadNotFoundError` when there is no such thread.
+        With ``resource_id``, only that resource's thread is changed: another
+        resource's raises :class:`~workmem.errors.ThreadOwnershipError`, checked in
+        the same atomic step as the write.
         """
-        return run_sync(flows.update_thread(self, thread_id, title, metadata))
+        return run_sync(flows.update_thread(self, thread_id, title, metadata, resource_id))
 
-    def delete_thread(self, thread_id: str) -> bool:
+    def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """Delete the thread; ``True`` if it existed. Idempotent.
 
         Its working memory goes with it: a thread created later under the same
-        id (by any owner) starts without working memory.
+        id (by any owner) starts without working memory. With ``resource_id``,
+        only that resource's thread is deleted: another resource's raises
+        :class:`~workmem.errors.ThreadOwnershipError` and stays.
         """
-        return run_sync(flows.delete_thread(self, thread_id))
+        return run_sync(flows.delete_thread(self, thread_id, resource_id))
 
     def list_threads(
         self,

@@ -17,7 +17,14 @@ from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import urlsplit
 
 from workmem.aio import AsyncMemoryStorage
-from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.changes import (
+    merge_document,
+    owned,
+    replaced_thread,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
 from workmem.errors import ThreadExistsError, ThreadNotFoundError, ValidationError
 from workmem.flows import Capabilities, StorageHooks
@@ -158,10 +165,16 @@ class ReferenceHooks(StorageHooks):
             return new
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         with self._store.lock:
-            new = updated_thread(self._locked_thread(thread_id), title, metadata, now)
+            new = updated_thread(self._locked_thread(thread_id), title, metadata, now, owner)
             self._store.threads[thread_id] = new
             return new
 
@@ -171,9 +184,14 @@ class ReferenceHooks(StorageHooks):
             raise ThreadNotFoundError(thread_id)
         return thread
 
-    async def _delete_thread(self, thread_id: str) -> bool:
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         with self._store.lock:
-            return self._store.threads.pop(thread_id, None) is not None
+            thread = self._store.threads.get(thread_id)
+            if thread is None:
+                return False
+            owned(thread, owner)
+            del self._store.threads[thread_id]
+            return True
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         with self._store.lock:

@@ -89,10 +89,15 @@ class StoragePort(Protocol):
     async def create_thread(self, thread: Thread) -> Thread: ...
 
     async def update_thread(
-        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+        self,
+        thread_id: str,
+        *,
+        title: str | Unset = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+        resource_id: str | None = None,
     ) -> Thread: ...
 
-    async def delete_thread(self, thread_id: str) -> bool: ...
+    async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool: ...
 
     async def list_threads(
         self,
@@ -147,12 +152,17 @@ class BlockingPort:
         return self.storage.create_thread(thread)
 
     async def update_thread(
-        self, thread_id: str, *, title: str | Unset = UNSET, metadata: Mapping[str, Any] | Unset | None = UNSET
+        self,
+        thread_id: str,
+        *,
+        title: str | Unset = UNSET,
+        metadata: Mapping[str, Any] | Unset | None = UNSET,
+        resource_id: str | None = None,
     ) -> Thread:
-        return self.storage.update_thread(thread_id, title=title, metadata=metadata)
+        return self.storage.update_thread(thread_id, title=title, metadata=metadata, resource_id=resource_id)
 
-    async def delete_thread(self, thread_id: str) -> bool:
-        return self.storage.delete_thread(thread_id)
+    async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
+        return self.storage.delete_thread(thread_id, resource_id=resource_id)
 
     async def list_threads(
         self,
@@ -422,7 +432,10 @@ async def update_thread(
         else:
             await _check_write(memory, _Address("resource", thread.resource_id, None), given)
     if title is not UNSET or new_metadata is not UNSET:
-        thread = await memory._port.update_thread(thread_id, title=title, metadata=new_metadata)
+        # conditioned on the owner read above: a thread re-created under another resource since is not written
+        thread = await memory._port.update_thread(
+            thread_id, title=title, metadata=new_metadata, resource_id=thread.resource_id
+        )
     if memory.scope == "resource" and given is not UNSET:
         await memory._port.update_resource(thread.resource_id, working_memory=given)
     return thread
@@ -430,9 +443,9 @@ async def update_thread(
 
 async def delete_thread(memory: MemoryBase, thread_id: str, resource_id: str | None) -> bool:
     memory._require_writable("delete_thread")
-    if resource_id is not None:
-        await get_thread(memory, thread_id, resource_id)
-    return await memory._port.delete_thread(thread_id)
+    validate_id(thread_id, "thread id")
+    owner = None if resource_id is None else check_resource_id(resource_id)
+    return await memory._port.delete_thread(thread_id, resource_id=owner)
 
 
 async def list_threads(

@@ -142,11 +142,13 @@ class AsyncStorageView(MemoryStorage):
         *,
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        resource_id: str | None = None,
     ) -> Thread:
-        return self.loop.run(self.storage.update_thread(thread_id, title=title, metadata=metadata))
+        update = self.storage.update_thread(thread_id, title=title, metadata=metadata, resource_id=resource_id)
+        return self.loop.run(update)
 
-    def delete_thread(self, thread_id: str) -> bool:
-        return self.loop.run(self.storage.delete_thread(thread_id))
+    def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
+        return self.loop.run(self.storage.delete_thread(thread_id, resource_id=resource_id))
 
     def list_threads(
         self,
@@ -251,12 +253,18 @@ class AsyncStorageView(MemoryStorage):
         return self._forward(self.storage._save_thread(thread, now))
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
-        return self._forward(self.storage._update_thread(thread_id, title, metadata, now))
+        return self._forward(self.storage._update_thread(thread_id, title, metadata, now, owner=owner))
 
-    async def _delete_thread(self, thread_id: str) -> bool:
-        return self._forward(self.storage._delete_thread(thread_id))
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        return self._forward(self.storage._delete_thread(thread_id, owner=owner))
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         return self._forward(self.storage._list_threads(query))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from workmem.errors import ThreadOwnershipError
+from workmem.errors import ThreadNotFoundError, ThreadOwnershipError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
 
@@ -47,7 +48,9 @@ def _create(p: str) -> Callable[[int, MemoryStorage], Thread]:
 
 
 @check(
-    "owner_race", "racing creates of one thread id with different owners: one wins, the rest get ThreadOwnershipError"
+    "owner_race",
+    "racing creates of one thread id with different owners: one wins, the rest get ThreadOwnershipError; "
+    "a write naming a thread's former owner never lands on the thread re-created under another",
 )
 def owner_race(ctx: CheckContext) -> None:
     conns = [ctx.open() for _ in range(OWNER_WORKERS)]
@@ -64,6 +67,48 @@ def owner_race(ctx: CheckContext) -> None:
             stored = reader.get_thread(tid)
             ok = stored is not None and (stored.resource_id, stored.title) == (f"{p}owner{winner}", f"by {winner}")
             assert ok, f"the winner was owner{winner} but the stored thread is {stored!r}"
+    _former_owner_race(ctx)
+
+
+def _former_owner_race(ctx: CheckContext) -> None:
+    """One connection keeps renaming a thread as resource ``a``; another deletes it and re-creates the id
+    under ``b``, again and again. ``b``'s thread must never get ``a``'s title: the owner named by a write
+    is checked by the write itself (a read before the write leaves the gap this race falls into)."""
+    p = ctx.prefix()
+    tid, a, b = p + "t-moved", p + "a", p + "b"
+    writer, mover = ctx.open(), ctx.open()
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def rename() -> None:
+        while not stop.is_set():
+            try:
+                writer.update_thread(tid, title="renamed by a", resource_id=a)
+            except (ThreadNotFoundError, ThreadOwnershipError):
+                pass
+            except BaseException as exc:
+                failures.append(exc)
+                return
+
+    renamer = threading.Thread(target=rename, daemon=True)
+    renamer.start()
+    stolen: list[Thread | None] = []
+    try:
+        for _ in range(ctx.profile.race_rounds * 4):
+            mover.create_thread(Thread(tid, a, "a's"))
+            time.sleep(0.001)
+            mover.delete_thread(tid)
+            mover.create_thread(Thread(tid, b, "b's"))
+            time.sleep(0.004)
+            got = mover.get_thread(tid)
+            if got is None or got.resource_id != b or got.title != "b's":
+                stolen.append(got)
+            mover.delete_thread(tid)
+    finally:
+        stop.set()
+        renamer.join(timeout=30)
+    assert not failures, f"update_thread(resource_id=...) raised {failures[0]!r}"
+    assert not stolen, f"a rename naming the former owner landed on the re-created thread: {stolen[0]!r}"
 
 
 def _address(scope: str, rid: str, tid: str, worker: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from workmem.errors import ThreadOwnershipError, WorkmemError
+from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, WorkmemError
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
@@ -178,6 +178,9 @@ def owner_immutable(ctx: CheckContext) -> None:
             "set_working_memory as another owner",
             lambda: storage.set_working_memory("x", scope="thread", thread_id=tid, resource_id=b),
         ),
+        ("update_thread as another owner", lambda: storage.update_thread(tid, title="stolen", resource_id=b)),
+        ("update_thread(metadata=) as another owner", lambda: other.update_thread(tid, metadata={}, resource_id=b)),
+        ("delete_thread as another owner", lambda: storage.delete_thread(tid, resource_id=b)),
         (
             "merge_working_memory as another owner",
             lambda: storage.merge_working_memory({"x": 1}, scope="thread", thread_id=tid, resource_id=b),
@@ -199,6 +202,42 @@ def owner_immutable(ctx: CheckContext) -> None:
     renamed = storage.save_thread(Thread(tid, a, "again"))
     assert renamed.resource_id == a and renamed.title == "again"
     assert other.get_thread(tid) == renamed and renamed.resource_id == a
+    _owner_checked_by_the_write(storage, other, tid, a, b)
+
+
+def _owner_checked_by_the_write(storage: MemoryStorage, other: MemoryStorage, tid: str, a: str, b: str) -> None:
+    """Writes naming an owner are conditioned on it by the backend, not by a read before them.
+
+    The thread is deleted and its id re-created under ``b``: a write naming ``a``
+    (``a``'s agent, which saw its own thread a moment ago) must not land on ``b``'s.
+    """
+    assert storage.update_thread(tid, title="mine", resource_id=a).title == "mine"
+    assert storage.delete_thread(tid, resource_id=a) is True, "delete_thread(resource_id=owner) did not delete"
+    assert storage.delete_thread(tid, resource_id=a) is False, "delete_thread of a deleted thread returned True"
+    try:
+        storage.update_thread(tid, title="x", resource_id=a)
+    except ThreadNotFoundError:
+        pass
+    else:
+        raise AssertionError("update_thread(resource_id=...) of a deleted thread did not raise ThreadNotFoundError")
+    theirs = other.create_thread(Thread(tid, b, "theirs", {"workingMemory": "b's"}, STAMPS[1], STAMPS[1]))
+    attempts: list[tuple[str, Callable[[], object]]] = [
+        ("update_thread", lambda: storage.update_thread(tid, title="mine", resource_id=a)),
+        ("update_thread(metadata=...)", lambda: storage.update_thread(tid, metadata={"k": 3}, resource_id=a)),
+        ("delete_thread", lambda: storage.delete_thread(tid, resource_id=a)),
+        (
+            "set_working_memory",
+            lambda: storage.set_working_memory("mine", scope="thread", thread_id=tid, resource_id=a),
+        ),
+        (
+            "merge_working_memory",
+            lambda: storage.merge_working_memory({"k": 1}, scope="thread", thread_id=tid, resource_id=a),
+        ),
+    ]
+    for what, call in attempts:
+        _raises_ownership(call, f"{what} naming the former owner of an id re-created under another resource")
+        assert other.get_thread(tid) == theirs, f"{what} naming the former owner changed {other.get_thread(tid)!r}"
+    assert other.delete_thread(tid, resource_id=b) is True
 
 
 # -- round trips ----------------------------------------------------------------------

@@ -1,9 +1,19 @@
 """The copy engine: every resource, then every thread, page by page, with the insert / skip / conflict rules.
 
-Built only on the public storage API (``resource_page``/``thread_page``,
+Built only on the storage contract's operations (``resource_page``/``thread_page``,
 ``insert_resources``/``insert_threads``, ``get_resource``/``get_thread``,
-``save_resource``, ``replace_thread``). Memory stays flat: one page of the
-source (and at most one page of the destination) is held at a time.
+``save_resource``, ``replace_thread``), called as their flows
+(:mod:`workmem.flows`, what each public method runs): each flow here is one
+coroutine over a storage's hooks, driven with :func:`~workmem.flows.run_sync`
+for sync storages (:func:`copy`) and awaited for async ones (:func:`copy_async`).
+
+A copy overlaps its I/O: while the destination writes a page, the source's
+next page is read, and up to :data:`WRITES_IN_FLIGHT` pages are written at
+once (worker threads under the sync API, tasks under the async one; see
+:mod:`workmem.transfer.concurrency`). Each page's outcome (inserted, skipped,
+conflict) is settled in page order as its write returns. Memory stays flat: at
+most ``WRITES_IN_FLIGHT + 2`` pages of the source (and one of the destination,
+read to settle the ids it already held) are held at a time.
 
 The rules, shared by :func:`copy` and :func:`import_records`: a record whose id
 the destination lacks is inserted as it is (ids, owner, both timestamps,
@@ -19,13 +29,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, BinaryIO, Final, Literal
 
-from workmem.errors import MissingTablesError
+from workmem import flows
+from workmem.aio import AsyncMemoryStorage
+from workmem.flows import StorageHooks, run_sync
 from workmem.records import RecordPage, Resource, Thread
 from workmem.storage import MemoryStorage
+from workmem.transfer.concurrency import Pending, Runner, TaskRunner, ThreadRunner
 from workmem.transfer.format import (
     HEADER_LINE,
     BadLine,
@@ -38,13 +52,34 @@ from workmem.transfer.format import (
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
 
-__all__ = ["DEFAULT_PAGE_SIZE", "KINDS", "Kind", "StorageLike", "Writer", "copy", "export_records", "import_records"]
+__all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "KINDS",
+    "WRITES_IN_FLIGHT",
+    "AsyncStorageLike",
+    "Kind",
+    "StorageLike",
+    "Writer",
+    "copy",
+    "copy_async",
+    "export_records",
+    "import_records",
+]
 
 Kind = Literal["resource", "thread"]
 KINDS: Final[tuple[Kind, Kind]] = ("resource", "thread")
 DEFAULT_PAGE_SIZE: Final = 500
+WRITES_IN_FLIGHT: Final = 4
+"""Pages a copy writes at once, each on a connection of its own, while the source's next page is read.
+
+One write at a time leaves a server idle while Python reads and encodes the next page, and a
+single statement uses one server process. Measured here (libSQL -> PostgreSQL, 100,000 threads,
+2 shared cores, interleaved runs, medians): 1 in flight 2.3x psycopg COPY, 2 1.6-2.4x, 4 1.3-2.0x.
+"""
 StorageLike = MemoryStorage | str | os.PathLike[str]
 """An open (sync) storage, used and left open, or a URL, opened and closed here."""
+AsyncStorageLike = AsyncMemoryStorage | str | os.PathLike[str]
+"""An open async storage, used and left open, or a URL, opened (``workmem.connect_async``) and closed here."""
 
 
 class _Unreadable:
@@ -53,28 +88,29 @@ class _Unreadable:
 
 UNREADABLE: Final = _Unreadable()
 _NO_SCAN: Final = object()
-_BOOKKEEPING: Final = frozenset({"workmem_thread_counts"})
-"""Tables of workmem's own beside Mastra's (thread counts kept by triggers), created when a source lacks them."""
 
 
 def kind_of(record: Record) -> Kind:
     return "resource" if isinstance(record, Resource) else "thread"
 
 
-def page(storage: MemoryStorage, kind: Kind, after: str | None, limit: int) -> RecordPage[Any]:
+async def page(storage: StorageHooks, kind: Kind, after: str | None, limit: int) -> RecordPage[Any]:
+    """``storage``'s page of ``kind`` after ``after`` (its ``resource_page`` / ``thread_page``)."""
     if kind == "resource":
-        return storage.resource_page(after, limit=limit)
-    return storage.thread_page(after, limit=limit)
+        return await flows.resource_page(storage, after, limit)
+    return await flows.thread_page(storage, after, limit)
 
 
-def _insert(storage: MemoryStorage, kind: Kind, records: Sequence[Record]) -> frozenset[str]:
+async def _insert(storage: StorageHooks, kind: Kind, records: Sequence[Record]) -> frozenset[str]:
     if kind == "resource":
-        return storage.insert_resources(records)  # type: ignore[arg-type]
-    return storage.insert_threads(records)  # type: ignore[arg-type]
+        return await flows.insert_resources(storage, records)  # type: ignore[arg-type]
+    return await flows.insert_threads(storage, records)  # type: ignore[arg-type]
 
 
-def _get(storage: MemoryStorage, kind: Kind, record_id: str) -> Record | None:
-    return storage.get_resource(record_id) if kind == "resource" else storage.get_thread(record_id)
+async def _get(storage: StorageHooks, kind: Kind, record_id: str) -> Record | None:
+    if kind == "resource":
+        return await flows.get_resource(storage, record_id)
+    return await flows.get_thread(storage, record_id, None)
 
 
 def describe_differences(source: Record, target: Record) -> str:
@@ -92,70 +128,99 @@ def describe_differences(source: Record, target: Record) -> str:
     return "; ".join(parts) or "the records differ"
 
 
+_OTHER_API: Final = {
+    "sync": "expected a URL or an open workmem.MemoryStorage (an AsyncMemoryStorage is copied with workmem.copy_async)",
+    "async": "expected a URL or an open workmem.AsyncMemoryStorage (a MemoryStorage is copied with workmem.copy)",
+}
+
+
+def _refuse(storage: object, api: str) -> TypeError:
+    return TypeError(f"{_OTHER_API[api]}, got {type(storage).__name__}")
+
+
 @contextmanager
 def opened(storage: StorageLike, *, create: bool) -> Iterator[MemoryStorage]:
-    """``storage`` itself when open (left open), else ``workmem.connect(storage, create=create)``, closed after."""
+    """``storage`` itself when open (left open), else ``workmem.connect(storage, create=create)``, closed after.
+
+    A source is opened with ``create=False``: a copy, export or verify changes nothing in it (a
+    database only the TypeScript adapters wrote stays without workmem's tables and triggers).
+    """
     if isinstance(storage, MemoryStorage):
         yield storage
         return
     if not isinstance(storage, (str, os.PathLike)):
-        raise TypeError(
-            f"expected a URL or an open workmem.MemoryStorage, got {type(storage).__name__}"
-            " (an AsyncMemoryStorage cannot be copied: open the URL with workmem.connect)"
-        )
+        raise _refuse(storage, "sync")
     from workmem.registry import connect
 
-    try:
-        connection = connect(storage, create=create)
-    except MissingTablesError as error:
-        if create or not error.tables or not set(error.tables) <= _BOOKKEEPING:
-            raise
-        # Mastra's tables are there, only workmem's own bookkeeping is not (a database the TypeScript adapters
-        # alone wrote): create that, as any first workmem.connect does; the records are left as they are.
-        connection = connect(storage, create=True)
-    with connection:
+    with connect(storage, create=create) as connection:
+        yield connection
+
+
+@asynccontextmanager
+async def opened_async(storage: AsyncStorageLike, *, create: bool) -> AsyncIterator[AsyncMemoryStorage]:
+    """:func:`opened` for the async API: ``storage`` itself when open, else ``workmem.connect_async``."""
+    if isinstance(storage, AsyncMemoryStorage):
+        yield storage
+        return
+    if not isinstance(storage, (str, os.PathLike)):
+        raise _refuse(storage, "async")
+    from workmem.registry import connect_async
+
+    async with await connect_async(storage, create=create) as connection:
         yield connection
 
 
 class Writer:
     """Writes batches of records of one kind into ``dst`` by the insert / skip / conflict / overwrite rules."""
 
-    def __init__(self, dst: MemoryStorage, report: TransferReport, *, overwrite: bool, page_size: int) -> None:
+    def __init__(self, dst: StorageHooks, report: TransferReport, *, overwrite: bool, page_size: int) -> None:
         self.dst = dst
         self.report = report
         self.overwrite = overwrite
         self.page_size = page_size
 
-    def write(
+    async def write(
         self, kind: Kind, records: Sequence[Record], *, scan_after: object = _NO_SCAN, lines: Sequence[int] = ()
     ) -> None:
-        """Insert ``records`` (distinct ids, all of ``kind``) and settle those whose ids ``dst`` already holds.
+        """Insert ``records`` (distinct ids, all of ``kind``) and settle those whose ids ``dst`` already holds."""
+        present = await _insert(self.dst, kind, records)
+        await self.settle(kind, records, present, scan_after=scan_after, lines=lines)
+
+    async def settle(
+        self,
+        kind: Kind,
+        records: Sequence[Record],
+        present: frozenset[str],
+        *,
+        scan_after: object = _NO_SCAN,
+        lines: Sequence[int] = (),
+    ) -> None:
+        """Count ``records`` just inserted, the ids ``present`` aside, and settle those by the rules.
 
         ``scan_after``: an id (or ``None``, the start) below every id of ``records``: the records ``dst``
         already holds are then read by scanning its pages from there (few reads), else one by one.
         ``lines``: the import line of each record, for its issues.
         """
-        present = _insert(self.dst, kind, records)
         self.report.count(kind, "inserted", len(records) - len(present))
         if not present:
             return
-        existing = self._existing(kind, present, scan_after)
+        existing = await self._existing(kind, present, scan_after)
         for index, record in enumerate(records):
             if record.id in present:
-                self._settle(kind, record, existing.get(record.id), lines[index] if lines else None)
+                await self._settle(kind, record, existing.get(record.id), lines[index] if lines else None)
 
-    def _existing(self, kind: Kind, ids: frozenset[str], scan_after: object) -> dict[str, Record | _Unreadable]:
+    async def _existing(self, kind: Kind, ids: frozenset[str], scan_after: object) -> dict[str, Record | _Unreadable]:
         found: dict[str, Record | _Unreadable] = {}
         if scan_after is _NO_SCAN:
             for record_id in sorted(ids):
-                record = _get(self.dst, kind, record_id)
+                record = await _get(self.dst, kind, record_id)
                 if record is not None:
                     found[record_id] = record
             return found
         assert scan_after is None or isinstance(scan_after, str)
         after, last = scan_after, max(ids)
         while True:
-            current = page(self.dst, kind, after, self.page_size)
+            current = await page(self.dst, kind, after, self.page_size)
             found.update((r.id, r) for r in current.records if r.id in ids)
             found.update((i, UNREADABLE) for i in current.unreadable if i in ids)
             if current.next_after is None or current.next_after >= last:
@@ -166,12 +231,12 @@ class Writer:
         self.report.count(kind, "conflict")
         self.report.add(Issue("conflict", kind, record.id, detail, line))
 
-    def _settle(self, kind: Kind, record: Record, stored: Record | _Unreadable | None, line: int | None) -> None:
+    async def _settle(self, kind: Kind, record: Record, stored: Record | _Unreadable | None, line: int | None) -> None:
         if stored is None:  # deleted between the insert and the read: insert it again
-            if record.id not in _insert(self.dst, kind, [record]):
+            if record.id not in await _insert(self.dst, kind, [record]):
                 self.report.count(kind, "inserted")
                 return
-            stored = _get(self.dst, kind, record.id)
+            stored = await _get(self.dst, kind, record.id)
             if stored is None:
                 self._issue(kind, record, "the destination's record changes while it is copied", line)
                 return
@@ -194,28 +259,100 @@ class Writer:
             self._issue(kind, record, f"differs: {describe_differences(record, stored)}", line)
             return
         if isinstance(record, Resource):
-            self.dst.save_resource(record)
-        elif not self.dst.replace_thread(record):
+            await flows.save_resource(self.dst, record)
+        elif not await flows.replace_thread(self.dst, record):
             self._issue(kind, record, "the destination's thread changed owner or vanished while it was replaced", line)
             return
         self.report.count(kind, "replaced")
 
 
-def count_records(storage: MemoryStorage, kind: Kind) -> int:
+async def count_records(storage: StorageHooks, kind: Kind) -> int:
     """How many records of ``kind`` (readable or not) ``storage`` holds, by reading its pages."""
     total, after = 0, None
     while True:
-        current = page(storage, kind, after, 10_000)
+        current = await page(storage, kind, after, 10_000)
         total += len(current.records) + len(current.unreadable)
         if current.next_after is None:
             return total
         after = current.next_after
 
 
+async def count_all(storage: StorageHooks, progress: Progress | None) -> int | None:
+    """Every record of ``storage``, counted for a progress bar (``None``, nothing read, when none is drawn)."""
+    if progress is None or not progress.tty:
+        return None
+    return sum([await count_records(storage, kind) for kind in KINDS])
+
+
 def _unreadable(report: TransferReport, kind: Kind, ids: Iterable[str], where: str) -> None:
     for record_id in ids:
         report.count(kind, "unreadable")
         report.add(Issue("unreadable", kind, record_id, f"{where} holds it in a form workmem cannot read"))
+
+
+class _Written:
+    """A source page on its way into the destination: the insert started, the id the page was read after."""
+
+    __slots__ = ("after", "current", "insert")
+
+    def __init__(self, current: RecordPage[Any], insert: Pending[frozenset[str]] | None, after: str | None) -> None:
+        self.current = current
+        self.insert = insert
+        self.after = after
+
+
+async def _copy_kind(
+    source: StorageHooks, writer: Writer, kind: Kind, page_size: int, runner: Runner, progress: Progress | None
+) -> None:
+    """Every record of ``kind``: the next page read while earlier ones are written, settled in page order."""
+    report = writer.report
+    reading = runner.start(page, source, kind, None, page_size)
+    writing: deque[_Written] = deque()
+    after: str | None = None
+    while True:
+        current = await reading.result()
+        last = current.next_after is None
+        if not last:
+            reading = runner.start(page, source, kind, current.next_after, page_size)
+        _unreadable(report, kind, current.unreadable, "the source")
+        insert = runner.start(_insert, writer.dst, kind, current.records) if current.records else None
+        writing.append(_Written(current, insert, after))
+        while writing and (last or len(writing) >= WRITES_IN_FLIGHT):
+            done = writing.popleft()
+            if done.insert is not None:
+                present = await done.insert.result()
+                await writer.settle(kind, done.current.records, present, scan_after=done.after)
+            if progress is not None:
+                progress.advance(len(done.current.records) + len(done.current.unreadable))
+        if last:
+            return
+        after = current.next_after
+
+
+async def _copy(
+    source: StorageHooks,
+    target: StorageHooks,
+    runner: Runner,
+    report: TransferReport,
+    *,
+    overwrite: bool,
+    verify: bool,
+    page_size: int,
+    progress: Progress | None,
+) -> None:
+    from workmem.transfer.verify import compare
+
+    flows.check_page_size(page_size)
+    total = await count_all(source, progress)
+    if progress is not None:
+        progress.start("copy", total)
+    writer = Writer(target, report, overwrite=overwrite, page_size=page_size)
+    for kind in KINDS:
+        await _copy_kind(source, writer, kind, page_size, runner, progress)
+    if progress is not None:
+        progress.finish()
+    if verify:
+        await compare(source, target, report=report, page_size=page_size, progress=progress, source_unreadable=False)
 
 
 def copy(
@@ -230,9 +367,11 @@ def copy(
 ) -> TransferReport:
     """Copy every resource, then every thread, from ``src`` to ``dst``; return what happened.
 
-    ``src`` and ``dst`` are URLs (the source opened with ``create=False``) or
-    open sync storages (left open). Ids, owners, both timestamps, metadata and
-    working memory are kept exactly. Re-runnable: records already identical in
+    ``src`` and ``dst`` are URLs (the source opened with ``create=False``: a
+    copy changes nothing in its source) or open sync storages (left open). Ids,
+    owners, both timestamps, metadata and working memory are kept exactly.
+    Reads and writes overlap on worker threads (:data:`WRITES_IN_FLIGHT`
+    pages written at once, storages are thread-safe). Re-runnable: records already identical in
     ``dst`` are skipped; a conflict (a thread ``dst`` gives to another resource,
     a record that differs) is reported and left alone unless ``overwrite``
     (see :mod:`workmem.transfer.engine`). Records the source cannot read are
@@ -243,30 +382,58 @@ def copy(
     is found. :attr:`TransferReport.ok` is false on any conflict, unreadable
     record or difference.
     """
-    from workmem.transfer.verify import compare
-
     report = TransferReport(on_issue=on_issue)
-    with opened(src, create=False) as source, opened(dst, create=True) as target:
-        total = sum(count_records(source, kind) for kind in KINDS) if progress is not None and progress.tty else None
-        if progress is not None:
-            progress.start("copy", total)
-        writer = Writer(target, report, overwrite=overwrite, page_size=page_size)
-        for kind in KINDS:
-            after: str | None = None
-            while True:
-                current = page(source, kind, after, page_size)
-                _unreadable(report, kind, current.unreadable, "the source")
-                if current.records:
-                    writer.write(kind, current.records, scan_after=after)
-                if progress is not None:
-                    progress.advance(len(current.records) + len(current.unreadable))
-                if current.next_after is None:
-                    break
-                after = current.next_after
-        if progress is not None:
-            progress.finish()
-        if verify:
-            compare(source, target, report=report, page_size=page_size, progress=progress, source_unreadable=False)
+    with (
+        opened(src, create=False) as source,
+        opened(dst, create=True) as target,
+        ThreadRunner(1 + WRITES_IN_FLIGHT) as runner,
+    ):
+        run_sync(
+            _copy(
+                source,
+                target,
+                runner,
+                report,
+                overwrite=overwrite,
+                verify=verify,
+                page_size=page_size,
+                progress=progress,
+            )
+        )
+    return report
+
+
+async def copy_async(
+    src: AsyncStorageLike,
+    dst: AsyncStorageLike,
+    *,
+    overwrite: bool = False,
+    verify: bool = False,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    progress: Progress | None = None,
+    on_issue: Callable[[Issue], None] | None = None,
+) -> TransferReport:
+    """:func:`copy` for the async API: the same flow, awaited; the I/O overlapped by tasks, not threads.
+
+    ``src`` and ``dst`` are URLs (opened with :func:`workmem.connect_async`, the source with
+    ``create=False``) or open :class:`~workmem.aio.AsyncMemoryStorage` (left open).
+    """
+    report = TransferReport(on_issue=on_issue)
+    async with (
+        opened_async(src, create=False) as source,
+        opened_async(dst, create=True) as target,
+        TaskRunner() as runner,
+    ):
+        await _copy(
+            source,
+            target,
+            runner,
+            report,
+            overwrite=overwrite,
+            verify=verify,
+            page_size=page_size,
+            progress=progress,
+        )
     return report
 
 
@@ -281,25 +448,31 @@ def export_records(
     """Write every record of ``src`` to ``out`` in the export format (header, resources, threads; by id)."""
     report = TransferReport(on_issue=on_issue)
     with opened(src, create=False) as source:
-        total = sum(count_records(source, kind) for kind in KINDS) if progress is not None and progress.tty else None
-        if progress is not None:
-            progress.start("export", total)
-        out.write(HEADER_LINE.encode("utf-8"))
-        for kind in KINDS:
-            after: str | None = None
-            while True:
-                current = page(source, kind, after, page_size)
-                _unreadable(report, kind, current.unreadable, "the source")
-                out.write("".join(record_line(record) for record in current.records).encode("utf-8"))
-                report.count(kind, "exported", len(current.records))
-                if progress is not None:
-                    progress.advance(len(current.records) + len(current.unreadable))
-                if current.next_after is None:
-                    break
-                after = current.next_after
-        if progress is not None:
-            progress.finish()
+        run_sync(_export(source, out, report, page_size=page_size, progress=progress))
     return report
+
+
+async def _export(
+    source: StorageHooks, out: BinaryIO, report: TransferReport, *, page_size: int, progress: Progress | None
+) -> None:
+    total = await count_all(source, progress)
+    if progress is not None:
+        progress.start("export", total)
+    out.write(HEADER_LINE.encode("utf-8"))
+    for kind in KINDS:
+        after: str | None = None
+        while True:
+            current = await page(source, kind, after, page_size)
+            _unreadable(report, kind, current.unreadable, "the source")
+            out.write("".join(record_line(record) for record in current.records).encode("utf-8"))
+            report.count(kind, "exported", len(current.records))
+            if progress is not None:
+                progress.advance(len(current.records) + len(current.unreadable))
+            if current.next_after is None:
+                break
+            after = current.next_after
+    if progress is not None:
+        progress.finish()
 
 
 class _Batch:
@@ -341,42 +514,58 @@ def import_records(
         report.add(Issue("bad line", None, None, str(exc), 1))
         return report
     with opened(dst, create=True) as target:
-        writer = Writer(target, report, overwrite=overwrite, page_size=page_size)
-        highest: dict[Kind, str] = {}
-        batch = _Batch()
-
-        def flush() -> None:
-            if not batch.records:
-                return
-            low, high = min(batch.ids), max(batch.ids)
-            previous = highest.get(batch.kind)
-            scan: object = previous if previous is None or low > previous else _NO_SCAN
-            writer.write(batch.kind, batch.records, scan_after=scan, lines=batch.lines)
-            highest[batch.kind] = high if previous is None else max(previous, high)
-            if progress is not None:
-                progress.advance(len(batch.records))
-            batch.records, batch.lines, batch.ids = [], [], set()
-
-        if progress is not None:
-            progress.start("import", None if total is None else max(total - 1, 0))
-        for number, raw in numbered:
-            if not raw.strip():
-                continue
-            try:
-                record = parse_record(raw)
-            except BadLine as exc:
-                report.add(Issue("bad line", None, None, str(exc), number))
-                if progress is not None:
-                    progress.advance(1)
-                continue
-            kind = kind_of(record)
-            if batch.records and (kind != batch.kind or record.id in batch.ids or len(batch.records) >= page_size):
-                flush()
-            batch.kind = kind
-            batch.records.append(record)
-            batch.lines.append(number)
-            batch.ids.add(record.id)
-        flush()
-        if progress is not None:
-            progress.finish()
+        run_sync(
+            _import(target, numbered, report, overwrite=overwrite, page_size=page_size, progress=progress, total=total)
+        )
     return report
+
+
+async def _import(
+    target: StorageHooks,
+    numbered: Iterator[tuple[int, bytes]],
+    report: TransferReport,
+    *,
+    overwrite: bool,
+    page_size: int,
+    progress: Progress | None,
+    total: int | None,
+) -> None:
+    """The lines after the header, parsed one by one and written in batches of one kind with distinct ids."""
+    writer = Writer(target, report, overwrite=overwrite, page_size=page_size)
+    highest: dict[Kind, str] = {}
+    batch = _Batch()
+
+    async def flush() -> None:
+        if not batch.records:
+            return
+        low, high = min(batch.ids), max(batch.ids)
+        previous = highest.get(batch.kind)
+        scan: object = previous if previous is None or low > previous else _NO_SCAN
+        await writer.write(batch.kind, batch.records, scan_after=scan, lines=batch.lines)
+        highest[batch.kind] = high if previous is None else max(previous, high)
+        if progress is not None:
+            progress.advance(len(batch.records))
+        batch.records, batch.lines, batch.ids = [], [], set()
+
+    if progress is not None:
+        progress.start("import", None if total is None else max(total - 1, 0))
+    for number, raw in numbered:
+        if not raw.strip():
+            continue
+        try:
+            record = parse_record(raw)
+        except BadLine as exc:
+            report.add(Issue("bad line", None, None, str(exc), number))
+            if progress is not None:
+                progress.advance(1)
+            continue
+        kind = kind_of(record)
+        if batch.records and (kind != batch.kind or record.id in batch.ids or len(batch.records) >= page_size):
+            await flush()
+        batch.kind = kind
+        batch.records.append(record)
+        batch.lines.append(number)
+        batch.ids.add(record.id)
+    await flush()
+    if progress is not None:
+        progress.finish()

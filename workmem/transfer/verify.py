@@ -9,9 +9,9 @@ records: a destination holding records the source lacks is not clean.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
-from workmem.storage import MemoryStorage
+from workmem.flows import StorageHooks, run_sync
 from workmem.transfer.engine import (
     DEFAULT_PAGE_SIZE,
     KINDS,
@@ -19,7 +19,7 @@ from workmem.transfer.engine import (
     Kind,
     StorageLike,
     _Unreadable,
-    count_records,
+    count_all,
     describe_differences,
     opened,
     page,
@@ -35,14 +35,14 @@ class OutOfOrderError(RuntimeError):
     """A storage returned ids out of ascending order: an adapter bug, not a difference in data."""
 
 
-def _stream(
-    storage: MemoryStorage, kind: Kind, page_size: int, side: str
-) -> Iterator[tuple[str, Record | _Unreadable]]:
+async def _stream(
+    storage: StorageHooks, kind: Kind, page_size: int, side: str
+) -> AsyncIterator[tuple[str, Record | _Unreadable]]:
     """``(id, record or UNREADABLE)`` of every record of ``kind``, ascending by id, a page at a time."""
     after: str | None = None
     previous: str | None = None
     while True:
-        current = page(storage, kind, after, page_size)
+        current = await page(storage, kind, after, page_size)
         entries: list[tuple[str, Record | _Unreadable]] = [(r.id, r) for r in current.records]
         entries += [(record_id, UNREADABLE) for record_id in current.unreadable]
         entries.sort(key=lambda entry: entry[0])
@@ -56,22 +56,21 @@ def _stream(
         after = current.next_after
 
 
-def compare(
-    source: MemoryStorage,
-    target: MemoryStorage,
+async def compare(
+    source: StorageHooks,
+    target: StorageHooks,
     *,
     report: TransferReport,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: Progress | None = None,
     source_unreadable: bool = True,
 ) -> None:
-    """Add to ``report`` every difference between ``source`` and ``target`` (open storages).
+    """Add to ``report`` every difference between ``source`` and ``target`` (open storages, sync or async).
 
     ``source_unreadable=False`` leaves out the source's unreadable records (a copy reported them already).
     """
     if progress is not None:
-        total = sum(count_records(source, kind) for kind in KINDS) if progress.tty else None
-        progress.start("verify", total)
+        progress.start("verify", await count_all(source, progress))
 
     def differ(kind: Kind, record_id: str, detail: str) -> None:
         report.add(Issue("difference", kind, record_id, detail))
@@ -79,7 +78,7 @@ def compare(
     for kind in KINDS:
         left = _stream(source, kind, page_size, "source")
         right = _stream(target, kind, page_size, "destination")
-        a, b = next(left, None), next(right, None)
+        a, b = await anext(left, None), await anext(right, None)
         while a is not None or b is not None:
             if b is None or (a is not None and a[0] < b[0]):
                 assert a is not None
@@ -88,13 +87,13 @@ def compare(
                         report.add(Issue("unreadable", kind, a[0], "the source holds it in a form workmem cannot read"))
                 else:
                     differ(kind, a[0], "missing in the destination")
-                a = next(left, None)
+                a = await anext(left, None)
                 if progress is not None:
                     progress.advance(1)
                 continue
             if a is None or b[0] < a[0]:
                 differ(kind, b[0], "only in the destination")
-                b = next(right, None)
+                b = await anext(right, None)
                 continue
             mine, theirs = a[1], b[1]
             if isinstance(mine, _Unreadable):
@@ -106,7 +105,7 @@ def compare(
                 differ(kind, a[0], describe_differences(mine, theirs))
             else:
                 report.count(kind, "verified")
-            a, b = next(left, None), next(right, None)
+            a, b = await anext(left, None), await anext(right, None)
             if progress is not None:
                 progress.advance(1)
     if progress is not None:
@@ -124,5 +123,5 @@ def verify(
     """Compare ``src`` and ``dst`` (URLs, opened without creating anything, or open storages) record by record."""
     report = TransferReport(on_issue=on_issue)
     with opened(src, create=False) as source, opened(dst, create=False) as target:
-        compare(source, target, report=report, page_size=page_size, progress=progress)
+        run_sync(compare(source, target, report=report, page_size=page_size, progress=progress))
     return report

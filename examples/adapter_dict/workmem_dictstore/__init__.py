@@ -20,7 +20,14 @@ from datetime import datetime
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
-from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.changes import (
+    merge_document,
+    owned,
+    replaced_thread,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError
 from workmem.flows import Capabilities
@@ -119,21 +126,32 @@ class DictStorage(MemoryStorage):
             return new
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
+        store = self._open_store()
+        with store.lock:  # updated_thread refuses a thread another owner holds now (ThreadOwnershipError)
+            old = store.threads.get(thread_id)
+            if old is None:
+                raise ThreadNotFoundError(thread_id)
+            new = updated_thread(old, title, metadata, now, owner)
+            store.threads[thread_id] = new
+            return new
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         store = self._open_store()
         with store.lock:
             old = store.threads.get(thread_id)
             if old is None:
-                raise ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, now)
-            store.threads[thread_id] = new
-            return new
-
-    async def _delete_thread(self, thread_id: str) -> bool:
-        store = self._open_store()
-        with store.lock:
-            return store.threads.pop(thread_id, None) is not None
+                return False
+            owned(old, owner)  # only the owner's thread, checked under the same lock
+            del store.threads[thread_id]
+            return True
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         store = self._open_store()

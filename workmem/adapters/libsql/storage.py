@@ -8,8 +8,19 @@ Remote libSQL servers and Turso: ``libsql://HOST?authToken=TOKEN``, or
 plain HTTP (the port must be given). Options: ``busy_timeout`` (seconds a busy database is
 waited for, default 10), ``pool_size`` (connections, default 4; always 1 for
 ``:memory:``, whose connections would each be a separate database), ``create``
-(default ``True``; ``False`` creates and changes nothing, the tables must exist).
-``file:agent.db?mode=ro`` opens an existing file read-only (and creates nothing).
+(default ``True``; ``False`` creates and changes nothing, the tables must exist),
+``synchronous`` (a local database's durability, ``"full"`` by default or ``"normal"``; see below).
+``file:agent.db?mode=ro`` opens an existing file read-only (and creates nothing);
+``file:agent.db?synchronous=normal`` is the option in the URL (a plain path has no
+query: its ``?`` is part of the file name).
+
+Durability: every connection to a local database runs ``PRAGMA synchronous`` at the
+chosen level. ``full`` (the default) syncs the WAL to disk at every commit: a committed
+write survives a power failure or OS crash. ``normal`` (what ``@mastra/libsql`` sets)
+syncs only at checkpoints: the database is never corrupted, a commit survives the
+application crashing, but the last commits before a power failure or OS crash may be
+lost. A remote libSQL server keeps its own durability: ``synchronous`` with a remote
+URL is refused (:class:`~workmem.errors.ValidationError`), not silently ignored.
 
 Driver: ``libsql`` (``pip install 'workmem[libsql]'``), embedding SQLite 3.45.
 Tables are Mastra's (``mastra_threads``, ``mastra_resources``) with JSONB
@@ -46,12 +57,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
+from workmem.adapters.sql.rows import resource_from_row
 from workmem.adapters.sql.storage import Run, Session, blocking_transaction
+from workmem.changes import merge_document
+from workmem.checks import ScopeTarget
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -70,6 +85,7 @@ from workmem.kit import (
     scheme_of,
     split_userinfo,
 )
+from workmem.records import Resource, Unset
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
@@ -113,7 +129,14 @@ _UNAVAILABLE_MESSAGES = (
 """A server that could not be reached or dropped the connection, or a disk or memory that failed or is full."""
 _UNAVAILABLE_STATUSES = frozenset({"408", "429", "502", "503", "504"})
 """HTTP answers of a server (or its proxy) that cannot serve now."""
-_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create"})
+_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create", "synchronous"})
+_SYNCHRONOUS = ("full", "normal")
+"""The ``PRAGMA synchronous`` levels a local database takes, safest first."""
+_FILE_PARAMS = frozenset({"mode", "synchronous"})
+_REMOTE_DURABILITY = (
+    "synchronous sets the durability of a local database file or :memory:; "
+    "a remote libSQL server keeps its own and takes no synchronous"
+)
 _URL_PARAMS = frozenset({"authToken", "tls"})
 
 
@@ -152,6 +175,8 @@ def parse_libsql_url(url: str) -> tuple[str, str | None]:
     params = {key: unquote(value) for key, value in query_pairs(query, _URL_PARAMS)}
     token = params.pop("authToken", None)
     tls = params.pop("tls", None)
+    if "synchronous" in params:
+        raise ValidationError(_REMOTE_DURABILITY)
     if params:
         raise ValidationError(f"unknown libSQL URL parameters: {', '.join(sorted(params))} (known: authToken, tls)")
     if info.user is not None:
@@ -207,17 +232,31 @@ def _path_problem(database: str, read_only: bool) -> str | None:
     return None
 
 
-def _file_mode(url: str) -> tuple[str, bool]:
-    """``(url without its query, read_only)``: a file URL takes one parameter, SQLite's ``mode=ro``."""
+def _file_query(url: str) -> tuple[str, bool, str | None]:
+    """``(url without its query, read_only, synchronous)``: a file URL takes ``mode=ro`` and ``synchronous``."""
     if not url.lower().startswith("file:") or "?" not in url or url.startswith("file::memory:"):
-        return url, False  # a plain path has no query: its '?' is part of the name
+        return url, False, None  # a plain path has no query: its '?' is part of the name
     where, _, query = url.partition("?")
-    if query != "mode=ro":
+    params: dict[str, str] = {}
+    for key, value in query_pairs(query):
+        if key not in _FILE_PARAMS or key in params:
+            params = {}  # refused below
+            break
+        params[key] = unquote(value)
+    if not params or params.get("mode", "ro") != "ro":
         raise ValidationError(
-            "a file URL takes one query parameter, mode=ro (open read-only, create nothing); "
-            "pass other options to connect()"
+            "a file URL takes the query parameters mode=ro (open read-only, create nothing) and "
+            "synchronous=full|normal (durability), each once; pass other options to connect()"
         )
-    return where, True
+    return where, "mode" in params, params.get("synchronous")
+
+
+def _synchronous_level(value: object) -> str:
+    """The ``synchronous`` option lower-cased, if one of :data:`_SYNCHRONOUS` (any case), else ValidationError."""
+    if isinstance(value, str) and value.lower() in _SYNCHRONOUS:
+        return value.lower()
+    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    raise ValidationError(f"synchronous must be 'full' or 'normal' (in any case), not {shown}")
 
 
 def _is_busy(exc: BaseException) -> bool:
@@ -409,6 +448,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
     async_adapter: ClassVar[str | None] = "workmem.adapters.libsql.aio:AsyncLibSQLStorage"
+    dialect: SQLiteDialect
 
     def __init__(
         self,
@@ -419,6 +459,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         pool_size: int = 4,
         create: bool = True,
         read_only: bool = False,
+        synchronous: str | None = None,
         url: str | None = None,
     ) -> None:
         super().__init__(SQLiteDialect())
@@ -434,6 +475,11 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         self._memory = database == ":memory:"
         self._path = None if self._remote or self._memory else os.path.realpath(database)
         """The database file's real path (``None`` for ``:memory:`` and remote servers)."""
+        if self._remote and synchronous is not None:
+            raise ValidationError(_REMOTE_DURABILITY)
+        self._synchronous = None if self._remote else _synchronous_level("full" if synchronous is None else synchronous)
+        # A pragma takes no bound parameter: the level is one of _SYNCHRONOUS, never the caller's text.
+        self._durability = None if self._synchronous is None else f"PRAGMA synchronous={self._synchronous.upper()}"
         if not isinstance(read_only, bool):
             raise ValidationError(f"read_only must be a bool, not {type(read_only).__name__}")
         if read_only and self._path is None:
@@ -464,9 +510,15 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         check_options(options, _OPTIONS, "libSQL")
-        where, read_only = _file_mode(url)
+        where, read_only, synchronous = _file_query(url)
         database, token = parse_libsql_url(where)
         options.setdefault("auth_token", token)
+        if synchronous is not None:
+            given = options.setdefault("synchronous", synchronous)
+            if _synchronous_level(given) != _synchronous_level(synchronous):
+                raise ValidationError(
+                    f"synchronous is {synchronous!r} in the URL and {given!r} as an option; give it once"
+                )
         return cls(database, url=url, read_only=read_only, **options)
 
     def _read_only_uri(self) -> str:
@@ -484,6 +536,11 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         """
         return self._pool_size
 
+    @property
+    def synchronous(self) -> str | None:
+        """``"full"`` or ``"normal"``: the ``PRAGMA synchronous`` of every connection (``None`` for a remote server)."""
+        return self._synchronous
+
     # -- connections -------------------------------------------------------------------
 
     def _open(self, database: str | None = None) -> Any:
@@ -492,6 +549,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             conn = self._driver.connect(
                 database or self._target, isolation_level=None, timeout=0.0, auth_token=self._token or ""
             )
+            if self._durability is not None:  # a setting of the connection: no lock, no I/O
+                conn.execute(self._durability)
         except Exception as exc:
             reason = None if self._path is None else _unopenable(self._database, self._read_only)
             if reason is not None:
@@ -691,6 +750,34 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         finally:
             self._pool.give(conn, healthy)
 
+    # -- writes SQLite does in fewer steps than the generic SQL flow -----------------------
+
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+    ) -> Resource:
+        if isinstance(working_memory, Unset) or not (metadata is None or isinstance(metadata, Unset)):
+            # A metadata merge (or a mere touch): read, merge, write in one transaction.
+            return await super()._update_resource(resource_id, working_memory, metadata, now)
+        # Working memory replaced, nothing merged: one upsert, atomic by itself, returning the row (as on PostgreSQL).
+        statement = self.dialect.store_working_memory(resource_id, working_memory, now, returning=True)
+        return resource_from_row((await self._execute(statement)).rows[0])
+
+    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+        if target.resource_id is None or target.scope != "resource":
+            return await super()._merge_working_memory(target, patch, now)
+        # As the generic read-modify-write (the record read whole, so one that cannot be read is refused),
+        # but writing back only the working memory: no whole record re-validated and re-encoded.
+        with self._locked() as run:
+            rows = run(self.dialect.select_resource(target.resource_id, lock=True)).rows
+            old = resource_from_row(rows[0]) if rows else None
+            merged, text = merge_document(None if old is None else old.working_memory, patch)
+            run(self.dialect.store_working_memory(target.resource_id, text, now, returning=False))
+        return merged
+
     def _transaction(self) -> AbstractAsyncContextManager[Session]:
         return blocking_transaction(self._locked())
 
@@ -714,7 +801,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             marks = ", ".join("?" for _ in names)
             sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
             found = {row[0] for row in self._attempt(sql, tuple(names)).rows}
-            missing = [name for name in names if name not in found]
+            missing = self.dialect.without_counts([name for name in names if name not in found])
             if missing:
                 raise missing_tables(self._url, missing)
             return
@@ -723,6 +810,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchall())
         with self._locked() as run:
             for sql in self.dialect.ddl():
+                run(Statement(sql, {}))
+            present = run(Statement(self.dialect.present_triggers, {})).rows
+            for sql in self.dialect.count_upgrade(present):
                 run(Statement(sql, {}))
 
     async def _close(self) -> None:

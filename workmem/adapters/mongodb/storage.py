@@ -346,23 +346,42 @@ class MongoHooks(StorageHooks):
             return await self._retry("save_thread", attempt)
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         if not isinstance(metadata, Unset) and metadata is not None:
             return await self._rewrite_thread(
-                "update_thread", thread_id, None, lambda old: thread_rewrite(old, title, metadata, now)
+                "update_thread", thread_id, owner, lambda old: thread_rewrite(old, title, metadata, now)
             )
         with self._driver("update_thread"):  # nothing to merge: one blind update (thread_touch)
             document = await self._db.threads.find_one_and_update(
-                {"id": thread_id}, {"$set": thread_touch(title, now), "$inc": {REV: 1}}
+                _owned_filter(thread_id, owner), {"$set": thread_touch(title, now), "$inc": {REV: 1}}
             )
         if document is None:
+            await self._not_owned("update_thread", thread_id, owner)
             raise ThreadNotFoundError(thread_id)
         return thread_from_document(document)
 
-    async def _delete_thread(self, thread_id: str) -> bool:
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         with self._driver("delete_thread"):
-            return await self._db.threads.delete_one({"id": thread_id}) > 0
+            deleted = await self._db.threads.delete_one(_owned_filter(thread_id, owner)) > 0
+        if not deleted:
+            await self._not_owned("delete_thread", thread_id, owner)
+        return deleted
+
+    async def _not_owned(self, action: str, thread_id: str, owner: str | None) -> None:
+        """After a write conditioned on ``owner`` matched nothing: raise when another resource owns the thread."""
+        if owner is None:
+            return
+        with self._driver(action):
+            document = await self._db.threads.find_one({"id": thread_id})
+        if document is not None:
+            raise ThreadOwnershipError(thread_id, owner)
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         owned = {"resourceId": query.resource_id}
@@ -551,3 +570,8 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
 
 
 MongoStorage.async_adapter = "workmem.adapters.mongodb.storage:AsyncMongoStorage"
+
+
+def _owned_filter(thread_id: str, owner: str | None) -> Document:
+    """The thread ``thread_id``, and only while ``owner`` owns it when one is given (one atomic match)."""
+    return {"id": thread_id} if owner is None else {"id": thread_id, "resourceId": owner}

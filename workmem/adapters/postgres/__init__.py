@@ -1,9 +1,11 @@
 """PostgreSQL (``postgresql://``, ``postgres://``, ``postgresql+psycopg://``).
 
 * :mod:`.storage` — :class:`PostgresStorage` and :class:`AsyncPostgresStorage` (``connect_async``): the URL,
-  the driver (psycopg 3; the async one with ``psycopg_pool``), statements run;
+  the driver (psycopg 3, sync and async), statements run;
 * :mod:`.dialect` — what PostgreSQL's SQL does differently (jsonb, triggers, plpgsql merge);
-* :mod:`.pool` — the sync connection pool (connections opened in the caller's thread), outage logging;
+* :mod:`.pool` — the connection pools, sync and async (connections opened by the caller that needs one),
+  outage logging;
+* :mod:`.keyreads` — the async hot path: reads by key as prepared statements on libpq directly;
 * :mod:`.sqlstate` — which workmem error a PostgreSQL error means.
 
 Logs go to the ``workmem.adapters.postgres`` logger.

@@ -22,7 +22,23 @@ created and filled from the rows already there in the transaction that creates
 the triggers (under the DDL advisory lock; ``CREATE TRIGGER`` waits for
 writers in flight and holds off new ones until the counts are in). A
 thread insert locks its resource's count row until commit, after the thread's
-own row: one-statement writes cannot deadlock on it.
+own row, and a statement of many rows locks its count rows in ``resourceId``
+order whatever the order of its rows: one-statement writes cannot deadlock on
+them.
+
+Why statement-level triggers, although a row-level one is a little cheaper
+for a single-row insert: a row trigger writes one count row per thread of a
+bulk statement (instead of one per resource), and locks them in row order, so
+two bulk inserts listing the same resources in opposite orders deadlock
+(``tests/test_postgres_write_cost.py`` pins both, and fails on that variant).
+Most of what the count costs a write is the count row's own upsert, which any
+trigger pays. The two indexes Mastra does not have are kept for the reads:
+``workmem_threads_resourceid_updatedat_idx`` makes ``order_by="updated_at"``
+pages an index range scan (it also makes every thread update, which sets
+``updatedAt``, a non-HOT update: each index gets a new entry), and
+``workmem_threads_id_c_idx`` serves the keyset pages in code point order (the
+primary key sorts by the database's collation, which the planner cannot use
+for ``COLLATE "C"``).
 """
 
 from __future__ import annotations

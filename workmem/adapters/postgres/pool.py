@@ -1,41 +1,53 @@
-"""The PostgreSQL adapter's connection pool: connections opened in the caller's thread, no background loop.
+"""The PostgreSQL adapter's connection pools: connections opened by the caller that needs one, no background work.
 
 A pool that connects in the background (``psycopg_pool``) makes a caller wait
 out its whole ``timeout`` while the server is down and then says only that no
 connection came, retries on a backoff that delays recovery by up to half a
-minute after the server is back, and logs every failed attempt. This one
-opens a connection when a caller needs one and none is idle, in that caller's
-thread: the caller gets the driver's own error (``Connection refused``,
-``timeout expired``) within ``connect_timeout``, and the first call after the
-server is back connects at once. Unreachable and reachable again are each
-logged once per outage, on the ``workmem.adapters.postgres`` logger.
+minute after the server is back, and logs every failed attempt. These open a
+connection when a caller needs one and none is idle, in that caller's thread
+(:class:`ConnectionPool`) or task (:class:`AsyncConnectionPool`): the caller
+gets the driver's own error (``Connection refused``, ``timeout expired``)
+within ``connect_timeout``, and the first call after the server is back
+connects at once. Every connection, idle, lent out or being opened, counts
+against ``max_size``, also while the server is unreachable. Unreachable and
+reachable again are each logged once per outage, on the
+``workmem.adapters.postgres`` logger.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import select
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 
 from workmem.errors import BackendBusyError, StorageClosedError
 
-__all__ = ["ConnectionPool", "OutageLog", "busy_error", "closed_by_server"]
+__all__ = ["AsyncConnectionPool", "ConnectionPool", "OutageLog", "busy_error", "closed_by_server", "keepable"]
 
 log = logging.getLogger("workmem.adapters.postgres")
+
+_IDLE: Final = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open, no statement running
 
 
 def closed_by_server(conn: Any) -> bool:
     """An idle connection with something to read was closed by the server (it sends FATAL, then EOF)."""
-    if conn.closed or conn.broken:
+    if conn.closed:  # a broken connection is closed too
         return True
     try:
         readable, _, _ = select.select([conn.fileno()], [], [], 0)
     except (OSError, ValueError):
         return True
     return bool(readable)
+
+
+def keepable(conn: Any) -> bool:
+    """Whether a connection given back can serve the next caller: open, and no transaction or statement left."""
+    return bool(conn.pgconn.transaction_status == _IDLE)  # libpq: UNKNOWN once the connection is closed or broken
 
 
 def busy_error(max_size: int, timeout: float, where: str) -> BackendBusyError:
@@ -148,7 +160,7 @@ class ConnectionPool:
 
     def give(self, conn: Any) -> None:
         """Return ``conn``: kept when it is open and idle (no transaction left open), else closed."""
-        if self._closed or conn.closed or conn.broken or conn.info.transaction_status != 0:  # 0: IDLE
+        if self._closed or not keepable(conn):
             self._discard(conn)
             return
         with self._changed:
@@ -175,3 +187,183 @@ class ConnectionPool:
             self._changed.notify_all()
         for conn in idle:
             self._discard(conn)
+
+
+_SLOT: Final = object()
+"""Handed to a waiting caller instead of a connection: a place under ``max_size`` to open one in."""
+
+
+class AsyncConnectionPool:
+    """:class:`ConnectionPool` for asyncio: up to ``max_size`` connections, each lent to one task at a time.
+
+    ``connect`` is a coroutine function opening one connection (the driver's
+    error if it cannot). :meth:`take` returns an idle connection the server has
+    not closed, or opens one in the calling task while fewer than ``max_size``
+    are open or opening, or waits (first come, first served) up to ``timeout``
+    for one to be given back. A connect that fails fails the callers waiting at
+    that moment too, with the same error, at once: they wait for a connection
+    the server will not give now.
+
+    Cancellation is safe at every await: a task cancelled while connecting
+    gives up its place, and one cancelled after a connection (or a place) was
+    handed to it gives that back. :meth:`give` never suspends, so a cancelled
+    caller cannot lose a connection half way through giving it back.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Any]],
+        *,
+        max_size: int,
+        timeout: float,
+        where: str,
+        describe: Callable[[BaseException], str] = str,
+        is_outage: Callable[[BaseException], bool] = lambda exc: True,
+    ) -> None:
+        self._connect = connect
+        self._outages = OutageLog(where, describe, is_outage)
+        self._max_size = max_size
+        self._timeout = timeout
+        self._where = where
+        self._idle: list[Any] = []  # the last given back is lent first: its socket and server process are warm
+        self._open = 0  # connections lent out, idle or being opened
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def get_stats(self) -> dict[str, int]:
+        """``pool_size`` (open or opening), ``pool_available`` (idle) and ``requests_waiting``, as psycopg_pool's."""
+        waiting = sum(not waiter.done() for waiter in self._waiters)
+        return {"pool_size": self._open, "pool_available": len(self._idle), "requests_waiting": waiting}
+
+    async def take(self) -> Any:
+        """A live connection for this task alone, until given back; the driver's error if none can be opened."""
+        while True:
+            if self._closed:
+                raise StorageClosedError(f"this AsyncPostgresStorage is closed ({self._where})")
+            if self._idle:
+                conn = self._idle.pop()
+            elif self._open < self._max_size:
+                self._open += 1
+                conn = _SLOT
+            else:
+                conn = await self._wait()
+            if conn is _SLOT:
+                return await self._open_one()
+            if not closed_by_server(conn):
+                return conn
+            log.debug("dropping a connection to %s that the server closed", self._where)
+            self._drop(conn)
+
+    async def _wait(self) -> Any:
+        """A connection or a place (:data:`_SLOT`) handed over by :meth:`give` or :meth:`_forget`."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(self._timeout, self._expire, waiter)
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                handed = waiter.result()  # handed over, then this task was cancelled: given back, not lost
+                self._forget() if handed is _SLOT else self.give(handed)
+            raise
+        finally:
+            timer.cancel()
+            if not waiter.done():
+                waiter.cancel()  # still queued: give and _forget skip it
+
+    def _expire(self, waiter: asyncio.Future[Any]) -> None:
+        if not waiter.done():
+            waiter.set_exception(busy_error(self._max_size, self._timeout, self._where))
+
+    async def _open_one(self) -> Any:
+        """Connect in this task's place; a connect this task stops waiting for (cancelled) still joins the pool.
+
+        Otherwise callers with deadlines shorter than a connect would each begin one and
+        abandon it, and none would ever get a connection.
+        """
+        connecting = asyncio.ensure_future(self._connect())
+        try:
+            conn = await asyncio.shield(connecting)
+        except asyncio.CancelledError:
+            if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
+                self._connected(connecting)  # it came, but this task was cancelled meanwhile
+            else:
+                connecting.add_done_callback(self._connected)
+            raise
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+        self._outages.succeeded()
+        if self._closed:  # closed while connecting
+            self._drop(conn)
+            raise StorageClosedError(f"this AsyncPostgresStorage is closed ({self._where})")
+        return conn
+
+    def _connected(self, connecting: asyncio.Future[Any]) -> None:
+        """A connect whose caller was cancelled ended: its connection joins the pool, or its place is freed."""
+        if connecting.cancelled():
+            self._forget()
+        elif (exc := connecting.exception()) is not None:
+            self._failed(exc)
+        else:
+            self._outages.succeeded()
+            self.give(connecting.result())
+
+    def _failed(self, exc: BaseException) -> None:
+        if isinstance(exc, Exception):
+            self._outages.failed(exc)
+            self._fail_waiters(exc)
+        self._forget()
+
+    def give(self, conn: Any) -> None:
+        """Return ``conn``: kept (handed to the first waiting caller) when it is open and idle, else closed.
+
+        Never suspends. A connection closed here with a transaction or a statement still open
+        on it is rolled back by the server.
+        """
+        if self._closed or not keepable(conn):
+            self._drop(conn)
+            return
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    def _drop(self, conn: Any) -> None:
+        try:
+            # What psycopg's AsyncConnection.close() does, minus its flag for broken (a coroutine to await,
+            # which a cancelled caller could leave half done): libpq closes the socket, nothing waits.
+            conn.pgconn.finish()
+        except Exception:  # closing a dead connection must not hide the error being raised
+            log.debug("error ignored closing a connection to %s", self._where, exc_info=True)
+        self._forget()
+
+    def _forget(self) -> None:
+        """One connection fewer: its place goes to the first waiting caller, who opens one in it."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(_SLOT)
+                return
+        self._open -= 1
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        waiting, self._waiters = self._waiters, deque()
+        for waiter in waiting:
+            if not waiter.done():
+                waiter.set_exception(exc)
+
+    async def close(self) -> None:
+        """Close the idle connections and fail the waiting callers; those lent out are closed when given back."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            self._drop(conn)
+        self._fail_waiters(StorageClosedError(f"this AsyncPostgresStorage is closed ({self._where})"))

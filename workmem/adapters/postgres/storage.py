@@ -17,8 +17,8 @@ connection is opened in the calling thread when none is idle, so while the
 server is down a call fails within ``connect_timeout`` with the driver's reason
 (``Connection refused``, ``timeout expired``), and the first call after it is
 back connects at once. :class:`AsyncPostgresStorage` (``connect_async``) awaits
-psycopg's async connections from a ``psycopg_pool.AsyncConnectionPool``, kept
-to the same promises (see the class).
+psycopg's async connections from the same kind of pool for asyncio, kept to
+the same promises (see the class).
 Every operation is one statement on an autocommit connection, so it is atomic
 and one round trip. A connection the server closed (restart,
 ``pg_terminate_backend``) is noticed before use, without a round trip, and
@@ -28,22 +28,22 @@ may have run before the connection dropped. Errors are classified by SQLSTATE
 (:mod:`workmem.adapters.postgres.sqlstate`): worth retrying or refused.
 
 Both classes share every decision (:class:`_PostgresCommon`: URL and options,
-errors, the retry rule, transactions, table setup); they differ only in the
-four driver calls of its port (:meth:`~_PostgresCommon._checkout`,
-:meth:`~_PostgresCommon._give`, :meth:`~_PostgresCommon._query`, closing).
+errors, the retry rule, transactions, table setup, filling the pool); they
+differ only in the four driver calls of its port (:meth:`~_PostgresCommon._checkout`,
+:meth:`~_PostgresCommon._give`, :meth:`~_PostgresCommon._query`, closing), and
+in the async class's hot path for reads by key (:mod:`.keyreads`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, ClassVar, NoReturn, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeVar
 from urllib.parse import unquote
 
 from workmem.adapters.sql import Result, SqlStorage, Statement
+from workmem.adapters.sql.dialect import KeyRead
 from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import (
@@ -65,8 +65,10 @@ from workmem.kit import (
     split_userinfo,
     url_secrets,
 )
+from workmem.records import Resource, Thread
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
+from . import bulk
 from .dialect import (
     EXACT_CHECK_ERROR,
     FORMAT_ERROR,
@@ -75,18 +77,21 @@ from .dialect import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
-from .pool import ConnectionPool, OutageLog, busy_error, closed_by_server, log
+from .pool import AsyncConnectionPool, ConnectionPool, log
 from .sqlstate import error_kind
+
+if TYPE_CHECKING:
+    from .keyreads import PreparedRead
 
 __all__ = ["AsyncPostgresStorage", "PostgresStorage", "parse_postgres_url"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 _OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema", "create"})
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 _INSUFFICIENT_PRIVILEGE = "42501"
-_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open, no statement running
 
 _SESSION_SETUP = "SET TIME ZONE 'UTC'"
 """Run on every new connection: timestamps come back in UTC (psycopg then uses ``datetime.UTC``).
@@ -167,7 +172,7 @@ class _PostgresCommon(SqlStorage):
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
     dialect: PostgresDialect
-    _pool: Any = None  # the connection pool; none until the tables are set up (async) or being set up (sync)
+    _pool: Any  # the connection pool, made by _start
 
     def __init__(
         self,
@@ -184,6 +189,8 @@ class _PostgresCommon(SqlStorage):
         _check_sizes(min_size, max_size, timeout, connect_timeout)
         super().__init__(PostgresDialect(schema))
         self._psycopg = import_driver("psycopg", "postgres")
+        # rows came back: read from the result's status (cursor.description builds a Column per column each call)
+        self._tuples_ok = self._psycopg.pq.ExecStatus.TUPLES_OK
         self._secrets = url_secrets(conninfo) + url_secrets(url or conninfo)
         self._url = mask_url(url if url is not None else conninfo)
         self._conninfo = conninfo
@@ -276,10 +283,14 @@ class _PostgresCommon(SqlStorage):
 
     async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
         sql, params = self.dialect.render(statement)
+        return await self._attempts(read, self._query, sql, params)
+
+    async def _attempts(self, read: bool, work: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """``await work(conn, *args)`` on a pooled connection; a ``read`` meeting a lost connection goes once more."""
         for attempt in (1, 2):
             conn = await self._take()  # failing to connect is not retried: the reason comes back at once
             try:
-                return await self._query(conn, sql, params)
+                return await work(conn, *args)
             except self._psycopg.Error as exc:
                 if read and attempt == 1 and self._retryable(exc):
                     continue  # a read is safe to repeat on a fresh connection
@@ -338,6 +349,19 @@ class _PostgresCommon(SqlStorage):
         except self._psycopg.Error:
             log.debug("error ignored rolling back on %s", self._url, exc_info=True)
 
+    async def _fill(self) -> None:
+        """Set up the tables on the pool's first connection, then open ``min_size`` in all; closed if that fails."""
+        conns = [await self._take()]
+        try:
+            await self._setup(conns[0])
+            conns += [await self._take() for _ in range(self._min_size - 1)]
+        except BaseException:
+            await self._close()
+            raise
+        finally:
+            for conn in conns:
+                await self._give(conn)  # closed if the pool was
+
     async def _setup(self, conn: Any) -> None:
         """Create what is missing; with ``create=False`` only check (one read) that the tables are there."""
         names = self.dialect.required_tables()
@@ -345,6 +369,7 @@ class _PostgresCommon(SqlStorage):
         try:
             if not self._create:
                 missing = [row[0] for row in (await self._query(conn, _MISSING_TABLES, (names, schema))).rows]
+                missing = self.dialect.without_counts(missing)
                 if missing:
                     raise missing_tables(f"{self._url} (schema {schema})", missing)
                 return
@@ -357,6 +382,14 @@ class _PostgresCommon(SqlStorage):
             if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
                 error.args = (f"{error}; a role that may not create tables connects with create=False",)
             raise error from error.__cause__
+
+    # -- bulk writes: a batch as one JSON document, one statement (see bulk) ----------
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        return await bulk.insert_resources(self._execute, self.dialect, resources)
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        return await bulk.insert_threads(self._execute, self.dialect, threads)
 
 
 class PostgresStorage(_PostgresCommon, MemoryStorage):
@@ -373,16 +406,7 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
             describe=self._describe,
             is_outage=self._is_outage,
         )
-        conns = [run_sync(self._take())]  # the first connection runs the setup, then joins the pool
-        try:
-            run_sync(self._setup(conns[0]))
-            conns += [run_sync(self._take()) for _ in range(self._min_size - 1)]
-        except BaseException:
-            self._pool.close()
-            raise
-        finally:
-            for conn in conns:
-                self._pool.give(conn)  # closed if the pool was
+        run_sync(self._fill())
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -407,7 +431,9 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.execute(sql, params)
-        return Result(cursor.fetchall() if cursor.description else [], cursor.rowcount)
+        result = cursor.pgresult
+        rows = cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
+        return Result(rows, cursor.rowcount)
 
     async def _close(self) -> None:
         self._pool.close()
@@ -416,236 +442,87 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
     """:class:`PostgresStorage` for the async API, on psycopg's async connections (``connect_async``).
 
-    The connections come from a ``psycopg_pool.AsyncConnectionPool`` of
-    ``min_size`` .. ``max_size`` connections. Kept to the sync adapter's
-    promises on outages: a pool that cannot connect fails the calls waiting for
-    it at once, with the driver's reason; while a connect has failed, each call
-    connects on its own (within ``connect_timeout``, failing with the reason), so
-    the first call after the server is back works and the pool fills again.
+    Its pool (:class:`~workmem.adapters.postgres.pool.AsyncConnectionPool`)
+    keeps the sync adapter's promises on outages: a connection is opened by the
+    task that needs one, counted against ``max_size`` like every other, so
+    while the server cannot be reached each call fails within
+    ``connect_timeout`` with the driver's reason (and the calls waiting for a
+    connection fail at once with it), and the first call after the server is
+    back connects at once. ``get_thread`` and ``get_resource`` run as prepared
+    statements on libpq directly (:mod:`workmem.adapters.postgres.keyreads`),
+    every other statement on a cursor kept per connection.
 
-    Cancelling a call is safe: a statement cancelled in flight is cancelled in
-    the server too (autocommit: it ran whole or not at all), a read-modify-write
-    transaction is rolled back, and the connection goes back to the pool idle
-    (closed if it cannot be made so).
+    Cancelling a call is safe. A statement cancelled in flight ran whole or
+    not at all (autocommit): on a cursor, psycopg asks the server to cancel it
+    and waits for the answer; a key read leaves its connection busy, which is
+    then closed (the server drops the read). A read-modify-write transaction is
+    rolled back. A connection left busy or in a transaction is closed, never
+    pooled; the pool loses no connection and no place under ``max_size``, and a
+    connect whose caller was cancelled still joins the pool.
     """
 
     def _start(self) -> None:
-        """Nothing is opened here: ``await AsyncPostgresStorage.open(url)`` (or ``connect_async``) opens it."""
-        self._pool_module = import_driver("psycopg_pool", "postgres")
-        self._outages = OutageLog(self._url, self._describe, self._is_outage)
-        self._connect_error: BaseException | None = None  # why the last connect failed; None once one succeeds
-        self._recovered_at = 0.0  # when the last successful connect began: older attempts failing are stale
-        self._connect_failed_now: asyncio.Future[BaseException] | None = None  # resolved when a connect fails
-        self._own: set[Any] = set()  # connections opened by a caller, outside the pool: closed when given back
-        self._tasks: set[asyncio.Task[Any]] = set()
+        """The pool, empty: ``await AsyncPostgresStorage.open(url)`` (or ``connect_async``) opens connections."""
+        from . import keyreads  # imports psycopg, which import_driver found in the constructor
+
+        self._keyreads = keyreads
+        self._connection_class = keyreads.connection_class(self._psycopg.AsyncConnection)
+        self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
+        self._pool = AsyncConnectionPool(
+            self._open_connection,
+            max_size=self._max_size,
+            timeout=self._timeout,
+            where=self._url,
+            describe=self._describe,
+            is_outage=self._is_outage,
+        )
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
         conninfo, settings = cls._arguments(url, options)
         storage = cls(conninfo, **settings)
-        await storage._open()
+        await storage._fill()
         return storage
 
-    async def _open(self) -> None:
-        """Set up the tables on a connection of its own (fails fast, with the reason), then fill the pool."""
-        self._connect_failed_now = asyncio.get_running_loop().create_future()
-        self._connection_class = _reporting_connection(self._psycopg.AsyncConnection, self)
-        conn = await self._take()  # no pool yet: a connection of its own, given the reason if it fails
+    async def _open_connection(self) -> Any:
+        """One new connection, set up; the driver's error when the server cannot be reached."""
+        conn = await self._connection_class.connect(self._conninfo, **self._connect_options)
         try:
-            await self._setup(conn)
-        finally:
-            await self._give(conn)
-        pool = self._pool_module.AsyncConnectionPool(
-            self._conninfo,
-            connection_class=self._connection_class,
-            kwargs=self._connect_options,
-            min_size=self._min_size,
-            max_size=self._max_size,
-            open=False,
-            configure=_configure,
-            timeout=self._timeout,
-            name=f"workmem {self._url}",
-            # A connect that failed is not retried on a backoff in the background (which would delay the first
-            # call after an outage); the next call that needs a connection tries at once.
-            reconnect_timeout=0.0,
-            reconnect_failed=self._gave_up,
-        )
-        try:
-            await self._unless_connecting_fails(pool.open(wait=True, timeout=self._timeout))
-        except BaseException as exc:
-            await pool.close()
-            if isinstance(exc, self._pool_module.PoolTimeout):
-                if self._connect_error is None:
-                    raise BackendUnavailableError(
-                        f"{self._min_size} connections to {self._url} did not open within {self._timeout:g} s "
-                        "(the min_size and timeout options)"
-                    ) from None
-                exc = self._connect_error
-            if isinstance(exc, self._psycopg.Error):
-                self._raise(exc)
-            raise
-        self._pool = pool
-
-    # -- connects, reported ------------------------------------------------------------
-
-    def _connected(self, began: float) -> None:
-        self._connect_error = None
-        self._recovered_at = max(self._recovered_at, began)
-        self._outages.succeeded()
-
-    def _not_connected(self, exc: BaseException, began: float) -> None:
-        if began < self._recovered_at:
-            return  # begun before a later connect succeeded: that one says the server is there
-        self._connect_error = exc
-        self._outages.failed(exc)
-        failed, self._connect_failed_now = self._connect_failed_now, asyncio.get_running_loop().create_future()
-        if failed is not None and not failed.done():
-            failed.set_result(exc)
-
-    async def _gave_up(self, pool: Any) -> None:
-        """The pool stopped trying to add a connection: calls still waiting get it to try again, or fail."""
-        if pool.get_stats().get("requests_waiting", 0):
-            await pool.check()  # with no connection idle: starts a new connect
-
-    async def _unless_connecting_fails(self, waiting: Awaitable[T], salvage: Callable[[T], None] | None = None) -> T:
-        """Await ``waiting`` (for the pool), unless a connect fails first: then raise the driver's error at once.
-
-        ``salvage`` gets what ``waiting`` returns after all, once it was given up.
-        """
-        failed = self._connect_failed_now
-        assert failed is not None
-        task = asyncio.ensure_future(waiting)
-        try:
-            await asyncio.wait((task, failed), return_when=asyncio.FIRST_COMPLETED)
+            await conn.execute(_SESSION_SETUP)
         except BaseException:
-            self._abandon(task, salvage)
+            await conn.close()
             raise
-        if task.done():
-            return task.result()
-        self._abandon(task, salvage)
-        raise failed.result()
-
-    def _abandon(self, task: asyncio.Future[T], salvage: Callable[[T], None] | None) -> None:
-        def done(task: asyncio.Future[T]) -> None:
-            if not task.cancelled() and task.exception() is None and salvage is not None:
-                salvage(task.result())
-
-        task.add_done_callback(done)
-        task.cancel()
-
-    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return conn
 
     # -- the port ----------------------------------------------------------------------
 
     async def _checkout(self) -> Any:
-        while True:
-            if self._pool is not None and self._pool.closed:
-                raise StorageClosedError(f"this {type(self).__name__} is closed ({self._url})")
-            if self._pool is None or self._connect_error is not None:
-                return await self._connect_own()
-            conn = await self._from_pool()
-            if not closed_by_server(conn):
-                return conn
-            log.debug("dropping a connection to %s that the server closed", self._url)
-            await self._give(conn, close=True)  # the pool replaces it
+        return await self._pool.take()
 
-    async def _connect_own(self) -> Any:
-        """A connection of this caller's own (no pool yet, or the last connect failed), within ``connect_timeout``."""
-        conn = await self._connection_class.connect(self._conninfo, **self._connect_options)
-        try:
-            await _configure(conn)
-        except BaseException:
-            await conn.close()
-            raise
-        self._own.add(conn)
-        return conn
-
-    async def _from_pool(self) -> Any:
-        pool = self._pool
-        try:
-            if pool.get_stats().get("pool_available", 0):
-                return await pool.getconn()  # one is idle: no wait
-            return await self._unless_connecting_fails(pool.getconn(), self._give_later)
-        except self._pool_module.PoolTimeout:
-            if self._connect_error is not None:
-                self._raise(self._connect_error)
-            raise busy_error(self._max_size, self._timeout, self._url) from None
-
-    def _give_later(self, conn: Any) -> None:
-        self._spawn(self._give(conn))
-
-    async def _give(self, conn: Any, *, close: bool = False) -> None:
-        # A call cancelled while giving its connection back still gives it back.
-        await _to_the_end(self._give_back(conn, close), self._spawn)
-
-    async def _give_back(self, conn: Any, close: bool) -> None:
-        if close or (conn.info.transaction_status != _IDLE and not conn.closed):
-            await conn.close()  # left in a transaction, or a statement in flight: the server rolls back
-        if conn in self._own:
-            self._own.discard(conn)
-            await conn.close()
-        else:
-            await self._pool.putconn(conn)  # a closed connection is replaced
+    async def _give(self, conn: Any) -> None:
+        self._pool.give(conn)  # never suspends: a cancelled caller cannot lose the connection half way
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
-        cursor = await conn.execute(sql, params)
-        return Result(await cursor.fetchall() if cursor.description else [], cursor.rowcount)
+        cursor = conn.workmem_cursor
+        await cursor.execute(sql, params)
+        result = cursor.pgresult
+        rows = await cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
+        return Result(rows, cursor.rowcount)
 
     async def _close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
+        await self._pool.close()
+
+    # -- the hot path ------------------------------------------------------------------
+
+    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+        prepared = self._prepared_reads.get(read.sql)
+        if prepared is None:
+            prepared = self._prepared_reads[read.sql] = self._keyreads.prepared_read(
+                read.sql, len(self._prepared_reads)
+            )
+        rows = await self._attempts(True, _fetch_key, prepared, key)
+        return read.record(rows[0]) if rows else None
 
 
-async def _to_the_end(work: Coroutine[Any, Any, None], spawn: Callable[[Awaitable[None]], Awaitable[None]]) -> None:
-    """Run ``work`` to its end even if the caller is cancelled meanwhile.
-
-    It runs inline (no task, no turn of the event loop) as long as it does not
-    suspend, which is the common case (a pool lock nobody holds); from its first
-    suspension on it is finished by a task of its own (``spawn``), shielded
-    from the caller's cancellation.
-    """
-    try:
-        waiting = work.send(None)
-    except StopIteration:
-        return
-    await asyncio.shield(spawn(_resumed(work, waiting)))
-
-
-async def _resumed(work: Coroutine[Any, Any, None], waiting: Any) -> None:
-    """Go on with ``work``, suspended on ``waiting`` (what it yielded: a future, or ``None`` for one turn)."""
-    while True:
-        if waiting is None:
-            await asyncio.sleep(0)
-        else:
-            await asyncio.wait((waiting,))  # its result (or error) is read by ``work`` when resumed
-        try:
-            waiting = work.send(None)
-        except StopIteration:
-            return
-
-
-async def _configure(conn: Any) -> None:
-    """Session setup of a new async connection (:data:`_SESSION_SETUP`)."""
-    await conn.execute(_SESSION_SETUP)
-
-
-def _reporting_connection(base: Any, storage: AsyncPostgresStorage) -> Any:
-    """``base`` (psycopg's ``AsyncConnection``) whose ``connect`` tells ``storage`` whether it succeeded."""
-
-    class ReportingConnection(base):  # type: ignore[misc]
-        @classmethod
-        async def connect(cls, *args: Any, **kwargs: Any) -> Any:
-            began = time.monotonic()
-            try:
-                conn = await super().connect(*args, **kwargs)
-            except Exception as exc:
-                storage._not_connected(exc, began)
-                raise
-            storage._connected(began)
-            return conn
-
-    return ReportingConnection
+async def _fetch_key(conn: Any, prepared: PreparedRead, key: str) -> list[tuple[Any, ...]]:
+    return await conn.workmem_reads.fetch(prepared, key)  # type: ignore[no-any-return]

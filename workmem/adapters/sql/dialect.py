@@ -112,12 +112,26 @@ class Dialect:
         self.resources = prefix + RESOURCES
         self.threads = prefix + THREADS
         self.counts = prefix + COUNTS
+        self.counts_present = self.kept_counts
+        """Whether :attr:`counts` is there to read (see :meth:`without_counts`); when not, threads are counted."""
         self._sql: dict[tuple[str, ...], str] = {}
         """Statement texts that depend only on the dialect, built on first use (reads run per call)."""
 
     def required_tables(self) -> list[str]:
         """The tables (unqualified names) the statements use, which ``connect(url, create=False)`` checks for."""
         return [THREADS, RESOURCES, *([COUNTS] if self.kept_counts else [])]
+
+    def without_counts(self, missing: Sequence[str]) -> list[str]:
+        """The tables of ``missing`` (of :meth:`required_tables`, absent) that ``create=False`` cannot do without.
+
+        workmem's counts table is not one: a database that only the TypeScript adapters wrote has
+        Mastra's tables alone, and opened without creating anything (a copy's source, a read-only
+        role) it is read as it is; this dialect then counts a resource's threads instead of reading
+        the kept count (call before the first statement is built).
+        """
+        if COUNTS in missing:
+            self.counts_present = False
+        return [name for name in missing if name != COUNTS]
 
     # -- hooks: values and fragments ---------------------------------------------------
 
@@ -313,12 +327,17 @@ class Dialect:
         return {**self._params(thread), "resource_id": thread.resource_id, "title": thread.title}
 
     def create_thread(self, thread: Thread) -> Statement:
-        """Insert the thread unless the id exists (in one statement); the row comes back only when inserted."""
-        sql = (
-            f"{self._insert(self.threads, self._thread_fields())} ON CONFLICT (id) DO NOTHING "
-            f"RETURNING {self.thread_columns()}"
-        )
-        return Statement(sql, self._thread_params(thread))
+        """Insert the thread unless the id exists, in one statement; its row count (1 or 0) says which.
+
+        No ``RETURNING``: the row stored is the thread as given, so that is what
+        ``create_thread`` returns. (SQLite's row count leaves out what the count
+        triggers change; PostgreSQL's counts the statement's own rows.)
+        """
+        return Statement(self._create_thread_sql, self._thread_params(thread))
+
+    @functools.cached_property
+    def _create_thread_sql(self) -> str:
+        return f"{self._insert(self.threads, self._thread_fields())} ON CONFLICT (id) DO NOTHING"
 
     def save_thread(self, thread: Thread, now: datetime) -> Statement:
         """Create, or replace title and metadata when the owner matches; no row comes back for another owner."""
@@ -340,9 +359,17 @@ class Dialect:
         return Statement(sql, params)
 
     def update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        owner: str | None = None,
     ) -> Statement:
-        """One statement for ``update_thread`` (only if :attr:`native_shallow_merge`); returns the row."""
+        """One statement for ``update_thread`` (only if :attr:`native_shallow_merge`); returns the row.
+
+        With ``owner``, only that resource's thread matches (no row: missing, or another's).
+        """
         new_metadata = None if isinstance(metadata, Unset) or metadata is None else dump_json(metadata)
         # No metadata: the column is not assigned (a CASE keeping it would mix its type with the merge's).
         merged = (
@@ -353,9 +380,10 @@ class Dialect:
         stamps = ", ".join(f"{c} = {v}" for c, v in self._stamps(("updatedAt", "now")))
         sql = (
             f"UPDATE {self.threads} SET title = CASE WHEN :set_title THEN :title ELSE title END, "
-            f"{merged}{stamps} WHERE id = :id RETURNING {self.thread_columns()}"
+            f"{merged}{stamps} WHERE id = :id{self._owner_clause(owner)} RETURNING {self.thread_columns()}"
         )
         params = {
+            **self._owner_param(owner),
             "id": thread_id,
             "set_title": not isinstance(title, Unset),
             "title": None if isinstance(title, Unset) else title,
@@ -419,8 +447,18 @@ class Dialect:
         """Insert the absent threads in one statement (a present id is left alone); the inserted ids come back."""
         return self._insert_many(self.threads, self._thread_fields(), [self._thread_params(t) for t in threads])
 
-    def delete_thread(self, thread_id: str) -> Statement:
-        return Statement(f"DELETE FROM {self.threads} WHERE id = :id", {"id": thread_id})
+    def delete_thread(self, thread_id: str, owner: str | None = None) -> Statement:
+        """Delete the thread (with ``owner``: only while that resource owns it); the row count tells."""
+        sql = f"DELETE FROM {self.threads} WHERE id = :id{self._owner_clause(owner)}"
+        return Statement(sql, {"id": thread_id, **self._owner_param(owner)})
+
+    @staticmethod
+    def _owner_clause(owner: str | None) -> str:
+        return "" if owner is None else ' AND "resourceId" = :owner'
+
+    @staticmethod
+    def _owner_param(owner: str | None) -> dict[str, Any]:
+        return {} if owner is None else {"owner": owner}
 
     def list_threads(self, query: ListQuery) -> Statement:
         """One page, each row ending with the resource's thread count (:meth:`thread_count`)."""
@@ -450,12 +488,12 @@ class Dialect:
         The kept count where the dialect keeps them (:attr:`kept_counts`), else
         a scalar ``count(*)`` subquery (a range scan of the resource's threads).
         """
-        if self.kept_counts:
+        if self.kept_counts and self.counts_present:
             return f'COALESCE((SELECT n FROM {self.counts} WHERE "resourceId" = {resource_id}), 0)'
         return f'(SELECT count(*) FROM {self.threads} WHERE "resourceId" = {resource_id})'
 
     def count_threads(self, resource_id: str) -> Statement:
-        if self.kept_counts:
+        if self.kept_counts and self.counts_present:
             sql = f"SELECT {self.thread_count(':resource_id')}"
         else:  # (a FROM-less SELECT is not everywhere: Oracle before 23ai)
             sql = f'SELECT count(*) FROM {self.threads} WHERE "resourceId" = :resource_id'

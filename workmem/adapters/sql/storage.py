@@ -188,10 +188,9 @@ class SqlStorage(StorageHooks):
         return await self._read_key(self.dialect.thread_by_id, thread_id)
 
     async def _create_thread(self, thread: Thread) -> Thread:
-        rows = (await self._execute(self.dialect.create_thread(thread))).rows
-        if not rows:
+        if (await self._execute(self.dialect.create_thread(thread))).rowcount == 0:
             raise ThreadExistsError(thread.id)
-        return thread_from_row(rows[0])
+        return thread
 
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         rows = (await self._execute(self.dialect.save_thread(thread, now))).rows
@@ -200,22 +199,38 @@ class SqlStorage(StorageHooks):
         return thread_from_row(rows[0])
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         if self.dialect.native_shallow_merge:
+            statement = self.dialect.update_thread(thread_id, title, metadata, now, owner)
             try:
                 with _record("thread", thread_id):
-                    rows = (await self._execute(self.dialect.update_thread(thread_id, title, metadata, now))).rows
+                    rows = (await self._execute(statement)).rows
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
+                await self._not_owned(thread_id, owner)
                 raise ThreadNotFoundError(thread_id)
             if rows:
                 return thread_from_row(rows[0])
         async with self._transaction() as tx:
-            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now)
+            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now, owner)
             await tx.execute(self.dialect.write_thread(new))
         return new
+
+    async def _not_owned(self, thread_id: str, owner: str | None) -> None:
+        """After a write conditioned on ``owner`` matched no row: raise when another resource owns the thread.
+
+        Nothing was written, so reading afterwards only picks the error.
+        """
+        if owner is not None and (await self._execute(self.dialect.select_thread(thread_id), read=True)).rows:
+            raise ThreadOwnershipError(thread_id, owner)
 
     async def _lock_thread(self, tx: Session, thread_id: str) -> Thread:
         rows = (await tx.execute(self.dialect.select_thread(thread_id, lock=True))).rows
@@ -223,8 +238,11 @@ class SqlStorage(StorageHooks):
             raise ThreadNotFoundError(thread_id)
         return thread_from_row(rows[0])
 
-    async def _delete_thread(self, thread_id: str) -> bool:
-        return (await self._execute(self.dialect.delete_thread(thread_id))).rowcount > 0
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        if (await self._execute(self.dialect.delete_thread(thread_id, owner))).rowcount > 0:
+            return True
+        await self._not_owned(thread_id, owner)
+        return False
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         rows = (await self._execute(self.dialect.list_threads(query), read=True)).rows

@@ -18,7 +18,14 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 
 from workmem.aio import AsyncMemoryStorage
-from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.changes import (
+    merge_document,
+    owned,
+    replaced_thread,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
 from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
 from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
@@ -203,7 +210,13 @@ class UpstashHooks(StorageHooks):
         return await self._cas(key, thread.id, plan)
 
     async def _update_thread(
-        self, thread_id: str, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
     ) -> Thread:
         key = self.keys.thread(thread_id)
 
@@ -211,17 +224,19 @@ class UpstashHooks(StorageHooks):
             if current is None:
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
-            new = updated_thread(old, title, metadata, now)
+            new = updated_thread(old, title, metadata, now, owner)
             return _Write(encode_thread(new, raw), new, new)
 
         return await self._cas(key, thread_id, plan)
 
-    async def _delete_thread(self, thread_id: str) -> bool:
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         key = self.keys.thread(thread_id)
 
         def plan(current: str | None) -> _Write[bool] | _Done[bool]:
             if current is None:
                 return _Done(False)
+            if owner is not None:
+                owned(decode_thread(current, key, thread_id)[0], owner)
             return _Write(None, True, _deletable(current, key, thread_id))
 
         return await self._cas(key, thread_id, plan)

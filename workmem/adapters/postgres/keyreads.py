@@ -1,0 +1,182 @@
+"""The async adapter's hot path: a read of one record by primary key, as a named prepared statement on libpq.
+
+psycopg's cursor spends some 50 µs of Python on every statement (converting the
+query and its parameters, its prepared-statement bookkeeping, a cursor, a
+transformer and a result description each time): measured on a 2-core machine,
+more than the whole ``getThreadById`` call of the TypeScript Mastra adapter
+(``@mastra/pg`` on node-postgres). ``get_thread`` and ``get_resource`` are one
+fixed ``SELECT … WHERE id = $1`` each (a :class:`~workmem.adapters.sql.dialect.KeyRead`),
+so :meth:`KeyReads.fetch` runs them on psycopg's libpq wrapper (``psycopg.pq``)
+instead: the statement is prepared once per connection under a name of its own,
+then each read sends the key, waits for the socket on the event loop, and loads
+the rows with psycopg's own loaders (``psycopg.adapt.Transformer``) and raises
+psycopg's own errors (``psycopg.errors.error_from_result``, a dropped
+connection's ``OperationalError``): the values, types and errors are the ones
+the cursor gives. Every other statement goes through psycopg's cursor.
+
+A read cancelled while it waits leaves its statement in flight: the connection
+is then not idle, so the pool closes it when it is given back.
+
+This module imports psycopg: the storage imports it only once psycopg is known
+to be installed (:func:`workmem.kit.import_driver`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, Final, NamedTuple
+
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Transformer
+from psycopg.errors import error_from_result
+from psycopg.pq.abc import PGconn, PGresult
+
+from workmem.adapters.sql.dialect import PLACEHOLDER, placeholder_names
+
+__all__ = ["KeyReads", "PreparedRead", "connection_class", "prepared_read"]
+
+_TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
+_COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
+_FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
+_SQLSTATE: Final = pq.DiagnosticField.SQLSTATE
+_INVALID_STATEMENT_NAME: Final = b"26000"
+
+
+class PreparedRead(NamedTuple):
+    """A key read as libpq prepares it: the statement's name on each connection, and its text (``$1``: the key)."""
+
+    name: bytes
+    sql: bytes
+
+
+def prepared_read(sql: str, number: int) -> PreparedRead:
+    """The :class:`PreparedRead` of a :class:`~workmem.adapters.sql.dialect.KeyRead`'s ``sql`` (one ``:id``)."""
+    if placeholder_names(sql) != ("id",):
+        raise ValueError(f"a key read has the one placeholder :id, not {placeholder_names(sql)}")
+    return PreparedRead(f"workmem_key_read_{number}".encode(), PLACEHOLDER.sub("$1", sql).encode())
+
+
+class KeyReads:
+    """What one connection keeps for key reads: the statements prepared on it, and its row loader."""
+
+    __slots__ = ("_encoding", "_pgconn", "_prepared", "_rows")
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._pgconn = conn.pgconn
+        self._encoding = conn.info.encoding
+        self._rows = Transformer(conn)  # the connection's loaders (timestamps in its time zone, ...)
+        self._prepared: set[bytes] = set()
+
+    async def fetch(self, read: PreparedRead, key: str) -> list[tuple[Any, ...]]:
+        """The rows of ``read`` for ``key``: the connection is this caller's alone, idle, outside a pipeline."""
+        if "\x00" in key:  # libpq passes text parameters as C strings: a NUL would cut the key short
+            raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+        pgconn = self._pgconn
+        params = [key.encode(self._encoding)]
+        if read.name not in self._prepared:
+            await self._prepare(read)
+        pgconn.send_query_prepared(read.name, params, None)
+        results = await _results(pgconn)
+        if _statement_gone(results):
+            # psycopg ran DEALLOCATE ALL on this connection (it does after a ROLLBACK or a DROP, see its
+            # _preparing module): prepare again, and read once more (the failed read changed nothing).
+            await self._prepare(read)
+            pgconn.send_query_prepared(read.name, params, None)
+            results = await _results(pgconn)
+        result = self._result(results, _TUPLES_OK)
+        self._rows.set_pgresult(result)
+        return self._rows.load_rows(0, result.ntuples, tuple)
+
+    async def _prepare(self, read: PreparedRead) -> None:
+        self._prepared.discard(read.name)
+        self._pgconn.send_prepare(read.name, read.sql, None)
+        self._result(await _results(self._pgconn), _COMMAND_OK)
+        self._prepared.add(read.name)
+
+    def _result(self, results: list[PGresult], expected: pq.ExecStatus) -> PGresult:
+        for result in results:
+            if result.status == _FATAL_ERROR:
+                raise error_from_result(result, encoding=self._encoding)
+        if len(results) != 1 or results[0].status != expected:
+            statuses = [pq.ExecStatus(result.status).name for result in results]
+            raise psycopg.InternalError(f"a key read expected one {expected.name} result, got {statuses}")
+        return results[0]
+
+
+def _statement_gone(results: list[PGresult]) -> bool:
+    """Whether the server answered that the prepared statement does not exist (SQLSTATE 26000)."""
+    return (
+        len(results) == 1
+        and results[0].status == _FATAL_ERROR
+        and results[0].error_field(_SQLSTATE) == _INVALID_STATEMENT_NAME
+    )
+
+
+async def _results(pgconn: PGconn) -> list[PGresult]:
+    """Send what is queued on ``pgconn`` and collect its results, waiting for the socket on the event loop.
+
+    The steps of psycopg's ``execute`` generator (``psycopg.generators``): flush
+    (reading meanwhile, so a server blocked on sending cannot block us), then
+    results until libpq has no more; a read that fails after an error result
+    came (the server closed the connection behind its error) returns that result.
+    """
+    loop = asyncio.get_running_loop()
+    fd = pgconn.socket
+    while pgconn.flush():  # 1: more to send (a large statement); for a key read, never
+        await _writable(loop, fd)
+        pgconn.consume_input()
+    results: list[PGresult] = []
+    while True:
+        try:
+            if pgconn.is_busy():
+                pgconn.consume_input()  # the answer is often there already: no turn of the event loop
+                while pgconn.is_busy():
+                    ready = loop.create_future()
+                    loop.add_reader(fd, _wake, ready)
+                    try:
+                        await ready
+                    finally:
+                        loop.remove_reader(fd)
+                    pgconn.consume_input()
+        except psycopg.OperationalError:
+            if any(result.status == _FATAL_ERROR for result in results):
+                return results
+            raise
+        result = pgconn.get_result()
+        if result is None:
+            return results
+        results.append(result)
+
+
+async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Until ``fd`` is writable (or readable: libpq then reads, so a server blocked on sending cannot block us)."""
+    ready = loop.create_future()
+    loop.add_reader(fd, _wake, ready)
+    loop.add_writer(fd, _wake, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+        loop.remove_writer(fd)
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+@functools.cache
+def connection_class(base: type[psycopg.AsyncConnection[Any]]) -> type[psycopg.AsyncConnection[Any]]:
+    """``base`` whose connections carry a cursor to reuse and their :class:`KeyReads` (``workmem_*``)."""
+
+    class Connection(base):  # type: ignore[valid-type,misc]
+        """psycopg's async connection, with what workmem keeps per connection (a connection serves one caller)."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.workmem_cursor = self.cursor()  # one cursor per connection: a new one per statement costs ~15 µs
+            self.workmem_reads = KeyReads(self)
+
+    return Connection
