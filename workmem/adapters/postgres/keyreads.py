@@ -1,4 +1,4 @@
-"""The async adapter's hot path: a read of one record by primary key, as a named prepared statement on libpq.
+"""The adapters' hot path: a read of one record by primary key, as a named prepared statement on libpq.
 
 psycopg's cursor spends some 50 µs of Python on every statement (converting the
 query and its parameters, its prepared-statement bookkeeping, a cursor, a
@@ -14,8 +14,13 @@ psycopg's own errors (``psycopg.errors.error_from_result``, a dropped
 connection's ``OperationalError``): the values, types and errors are the ones
 the cursor gives. Every other statement goes through psycopg's cursor.
 
-A read cancelled while it waits leaves its statement in flight: the connection
-is then not idle, so the pool closes it when it is given back.
+The read is written once, as a coroutine over a :class:`Waits` port: the async
+adapter's (:class:`LoopWaits`) waits for the socket on the event loop; the sync
+adapter's (:class:`BlockingWaits`) blocks in ``select`` (the GIL released) and
+never suspends, so :func:`~workmem.flows.run_sync` drives the same coroutine.
+
+A read cancelled (or interrupted) while it waits leaves its statement in flight:
+the connection is then not idle, so the pool closes it when it is given back.
 
 This module imports psycopg: the storage imports it only once psycopg is known
 to be installed (:func:`workmem.kit.import_driver`).
@@ -25,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, Final, NamedTuple
+import select
+from typing import Any, Final, NamedTuple, Protocol
 
 import psycopg
 from psycopg import pq
@@ -35,7 +41,7 @@ from psycopg.pq.abc import PGconn, PGresult
 
 from workmem.adapters.sql.dialect import PLACEHOLDER, placeholder_names
 
-__all__ = ["KeyReads", "PreparedRead", "connection_class", "prepared_read"]
+__all__ = ["BlockingWaits", "KeyReads", "LoopWaits", "PreparedRead", "Waits", "connection_class", "prepared_read"]
 
 _TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
@@ -58,12 +64,57 @@ def prepared_read(sql: str, number: int) -> PreparedRead:
     return PreparedRead(f"workmem_key_read_{number}".encode(), PLACEHOLDER.sub("$1", sql).encode())
 
 
+class Waits(Protocol):
+    """How a key read waits for its connection's socket."""
+
+    async def readable(self, fd: int) -> None:
+        """Until ``fd`` can be read."""
+
+    async def writable(self, fd: int) -> None:
+        """Until ``fd`` can be written (or read: libpq then reads, so a server blocked on sending cannot block us)."""
+
+
+class LoopWaits:
+    """Waiting on the running event loop (the async adapter)."""
+
+    async def readable(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(fd, _wake, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+
+    async def writable(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(fd, _wake, ready)
+        loop.add_writer(fd, _wake, ready)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+            loop.remove_writer(fd)
+
+
+class BlockingWaits:
+    """Blocking in ``select`` without suspending (the sync adapter, driven by ``run_sync``)."""
+
+    async def readable(self, fd: int) -> None:
+        select.select([fd], [], [])
+
+    async def writable(self, fd: int) -> None:
+        select.select([fd], [fd], [])
+
+
 class KeyReads:
     """What one connection keeps for key reads: the statements prepared on it, and its row loader."""
 
-    __slots__ = ("_encoding", "_pgconn", "_prepared", "_rows")
+    __slots__ = ("_encoding", "_pgconn", "_prepared", "_rows", "_waits")
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], waits: Waits) -> None:
+        self._waits = waits
         self._pgconn = conn.pgconn
         self._encoding = conn.info.encoding
         self._rows = Transformer(conn)  # the connection's loaders (timestamps in its time zone, ...)
@@ -78,13 +129,13 @@ class KeyReads:
         if read.name not in self._prepared:
             await self._prepare(read)
         pgconn.send_query_prepared(read.name, params, None)
-        results = await _results(pgconn)
+        results = await _results(pgconn, self._waits)
         if _statement_gone(results):
             # psycopg ran DEALLOCATE ALL on this connection (it does after a ROLLBACK or a DROP, see its
             # _preparing module): prepare again, and read once more (the failed read changed nothing).
             await self._prepare(read)
             pgconn.send_query_prepared(read.name, params, None)
-            results = await _results(pgconn)
+            results = await _results(pgconn, self._waits)
         result = self._result(results, _TUPLES_OK)
         self._rows.set_pgresult(result)
         return self._rows.load_rows(0, result.ntuples, tuple)
@@ -92,7 +143,7 @@ class KeyReads:
     async def _prepare(self, read: PreparedRead) -> None:
         self._prepared.discard(read.name)
         self._pgconn.send_prepare(read.name, read.sql, None)
-        self._result(await _results(self._pgconn), _COMMAND_OK)
+        self._result(await _results(self._pgconn, self._waits), _COMMAND_OK)
         self._prepared.add(read.name)
 
     def _result(self, results: list[PGresult], expected: pq.ExecStatus) -> PGresult:
@@ -114,18 +165,17 @@ def _statement_gone(results: list[PGresult]) -> bool:
     )
 
 
-async def _results(pgconn: PGconn) -> list[PGresult]:
-    """Send what is queued on ``pgconn`` and collect its results, waiting for the socket on the event loop.
+async def _results(pgconn: PGconn, waits: Waits) -> list[PGresult]:
+    """Send what is queued on ``pgconn`` and collect its results, waiting for the socket by ``waits``.
 
     The steps of psycopg's ``execute`` generator (``psycopg.generators``): flush
     (reading meanwhile, so a server blocked on sending cannot block us), then
     results until libpq has no more; a read that fails after an error result
     came (the server closed the connection behind its error) returns that result.
     """
-    loop = asyncio.get_running_loop()
     fd = pgconn.socket
     while pgconn.flush():  # 1: more to send (a large statement); for a key read, never
-        await _writable(loop, fd)
+        await waits.writable(fd)
         pgconn.consume_input()
     results: list[PGresult] = []
     while True:
@@ -133,12 +183,7 @@ async def _results(pgconn: PGconn) -> list[PGresult]:
             if pgconn.is_busy():
                 pgconn.consume_input()  # the answer is often there already: no turn of the event loop
                 while pgconn.is_busy():
-                    ready = loop.create_future()
-                    loop.add_reader(fd, _wake, ready)
-                    try:
-                        await ready
-                    finally:
-                        loop.remove_reader(fd)
+                    await waits.readable(fd)
                     pgconn.consume_input()
         except psycopg.OperationalError:
             if any(result.status == _FATAL_ERROR for result in results):
@@ -150,33 +195,23 @@ async def _results(pgconn: PGconn) -> list[PGresult]:
         results.append(result)
 
 
-async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    """Until ``fd`` is writable (or readable: libpq then reads, so a server blocked on sending cannot block us)."""
-    ready = loop.create_future()
-    loop.add_reader(fd, _wake, ready)
-    loop.add_writer(fd, _wake, ready)
-    try:
-        await ready
-    finally:
-        loop.remove_reader(fd)
-        loop.remove_writer(fd)
-
-
 def _wake(ready: asyncio.Future[None]) -> None:
     if not ready.done():
         ready.set_result(None)
 
 
 @functools.cache
-def connection_class(base: type[psycopg.AsyncConnection[Any]]) -> type[psycopg.AsyncConnection[Any]]:
-    """``base`` whose connections carry a cursor to reuse and their :class:`KeyReads` (``workmem_*``)."""
+def connection_class(base: type[Any]) -> type[Any]:
+    """``base`` (psycopg's ``Connection`` or ``AsyncConnection``) whose connections carry a cursor to reuse and
+    their :class:`KeyReads` (``workmem_*``), waiting the way ``base`` does."""
+    waits: Waits = LoopWaits() if issubclass(base, psycopg.AsyncConnection) else BlockingWaits()
 
-    class Connection(base):  # type: ignore[valid-type,misc]
-        """psycopg's async connection, with what workmem keeps per connection (a connection serves one caller)."""
+    class Connection(base):  # type: ignore[misc]
+        """psycopg's connection, with what workmem keeps per connection (a connection serves one caller)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.workmem_cursor = self.cursor()  # one cursor per connection: a new one per statement costs ~15 µs
-            self.workmem_reads = KeyReads(self)
+            self.workmem_reads = KeyReads(self, waits)
 
     return Connection

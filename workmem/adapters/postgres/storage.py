@@ -30,8 +30,9 @@ may have run before the connection dropped. Errors are classified by SQLSTATE
 Both classes share every decision (:class:`_PostgresCommon`: URL and options,
 errors, the retry rule, transactions, table setup, filling the pool); they
 differ only in the four driver calls of its port (:meth:`~_PostgresCommon._checkout`,
-:meth:`~_PostgresCommon._give`, :meth:`~_PostgresCommon._query`, closing), and
-in the async class's hot path for reads by key (:mod:`.keyreads`).
+:meth:`~_PostgresCommon._give`, :meth:`~_PostgresCommon._query`, closing). Both
+read by key on the hot path of :mod:`.keyreads` (a prepared statement on libpq),
+which waits for the socket by blocking or on the event loop.
 """
 
 from __future__ import annotations
@@ -191,6 +192,10 @@ class _PostgresCommon(SqlStorage):
         self._psycopg = import_driver("psycopg", "postgres")
         # rows came back: read from the result's status (cursor.description builds a Column per column each call)
         self._tuples_ok = self._psycopg.pq.ExecStatus.TUPLES_OK
+        from . import keyreads  # imports psycopg, which import_driver just found
+
+        self._keyreads = keyreads
+        self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
         self._secrets = url_secrets(conninfo) + url_secrets(url or conninfo)
         self._url = mask_url(url if url is not None else conninfo)
         self._conninfo = conninfo
@@ -391,6 +396,17 @@ class _PostgresCommon(SqlStorage):
     async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
         return await bulk.insert_threads(self._execute, self.dialect, threads)
 
+    # -- the hot path ------------------------------------------------------------------
+
+    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+        prepared = self._prepared_reads.get(read.sql)
+        if prepared is None:
+            prepared = self._prepared_reads[read.sql] = self._keyreads.prepared_read(
+                read.sql, len(self._prepared_reads)
+            )
+        rows = await self._attempts(True, _fetch_key, prepared, key)
+        return read.record(rows[0]) if rows else None
+
 
 class PostgresStorage(_PostgresCommon, MemoryStorage):
     """Working memory in PostgreSQL, in the tables the TypeScript Mastra adapter uses."""
@@ -398,6 +414,7 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
     async_adapter: ClassVar[str | None] = "workmem.adapters.postgres:AsyncPostgresStorage"
 
     def _start(self) -> None:
+        self._connection_class = self._keyreads.connection_class(self._psycopg.Connection)
         self._pool = ConnectionPool(
             self._open_connection,
             max_size=self._max_size,
@@ -415,7 +432,7 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 
     def _open_connection(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""
-        conn = self._psycopg.Connection.connect(self._conninfo, **self._connect_options)
+        conn = self._connection_class.connect(self._conninfo, **self._connect_options)
         try:
             conn.execute(_SESSION_SETUP)
         except BaseException:
@@ -430,7 +447,8 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
         self._pool.give(conn)
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
-        cursor = conn.execute(sql, params)
+        cursor = conn.workmem_cursor
+        cursor.execute(sql, params)
         result = cursor.pgresult
         rows = cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
         return Result(rows, cursor.rowcount)
@@ -463,11 +481,7 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
 
     def _start(self) -> None:
         """The pool, empty: ``await AsyncPostgresStorage.open(url)`` (or ``connect_async``) opens connections."""
-        from . import keyreads  # imports psycopg, which import_driver found in the constructor
-
-        self._keyreads = keyreads
-        self._connection_class = keyreads.connection_class(self._psycopg.AsyncConnection)
-        self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
+        self._connection_class = self._keyreads.connection_class(self._psycopg.AsyncConnection)
         self._pool = AsyncConnectionPool(
             self._open_connection,
             max_size=self._max_size,
@@ -511,17 +525,6 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
 
     async def _close(self) -> None:
         await self._pool.close()
-
-    # -- the hot path ------------------------------------------------------------------
-
-    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
-        prepared = self._prepared_reads.get(read.sql)
-        if prepared is None:
-            prepared = self._prepared_reads[read.sql] = self._keyreads.prepared_read(
-                read.sql, len(self._prepared_reads)
-            )
-        rows = await self._attempts(True, _fetch_key, prepared, key)
-        return read.record(rows[0]) if rows else None
 
 
 async def _fetch_key(conn: Any, prepared: PreparedRead, key: str) -> list[tuple[Any, ...]]:
