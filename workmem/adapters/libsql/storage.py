@@ -65,8 +65,6 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
 from workmem.adapters.sql.rows import resource_from_row
 from workmem.adapters.sql.storage import Run, Session, blocking_transaction
-from workmem.changes import merge_document
-from workmem.checks import ScopeTarget
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -766,17 +764,10 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         statement = self.dialect.store_working_memory(resource_id, working_memory, now, returning=True)
         return resource_from_row((await self._execute(statement)).rows[0])
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        if target.resource_id is None or target.scope != "resource":
-            return await super()._merge_working_memory(target, patch, now)
-        # As the generic read-modify-write (the record read whole, so one that cannot be read is refused),
-        # but writing back only the working memory: no whole record re-validated and re-encoded.
-        with self._locked() as run:
-            rows = run(self.dialect.select_resource(target.resource_id, lock=True)).rows
-            old = resource_from_row(rows[0]) if rows else None
-            merged, text = merge_document(None if old is None else old.working_memory, patch)
-            run(self.dialect.store_working_memory(target.resource_id, text, now, returning=False))
-        return merged
+    def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:
+        # The record was read whole (one that cannot be read is refused); only its working memory and
+        # updatedAt change, so only those are written: no whole record re-validated and re-encoded.
+        return self.dialect.store_working_memory(resource_id, text, now, returning=False)
 
     def _transaction(self) -> AbstractAsyncContextManager[Session]:
         return blocking_transaction(self._locked())

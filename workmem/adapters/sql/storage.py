@@ -176,6 +176,10 @@ class SqlStorage(StorageHooks):
             await tx.execute(self.dialect.upsert_resource(new))
         return new
 
+    def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:
+        """The write that stores a resource merge's result ``text`` over ``old`` (locked): the whole record here."""
+        return self.dialect.upsert_resource(updated_resource(old, resource_id, text, UNSET, now))
+
     async def _lock_resource(self, tx: Session, resource_id: str, now: datetime) -> Resource | None:
         if self.dialect.row_locks:  # a missing row cannot be locked: create it first
             await tx.execute(self.dialect.insert_missing_resource(resource_id, now))
@@ -305,9 +309,7 @@ class SqlStorage(StorageHooks):
                 assert target.resource_id is not None
                 old = await self._lock_resource(tx, target.resource_id, now)
                 merged, text = merge_document(None if old is None else old.working_memory, patch)
-                await tx.execute(
-                    self.dialect.upsert_resource(updated_resource(old, target.resource_id, text, UNSET, now))
-                )
+                await tx.execute(self._merged_resource(old, target.resource_id, text, now))
                 return merged
             assert target.thread_id is not None
             thread = await self._lock_thread(tx, target.thread_id)
