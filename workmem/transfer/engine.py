@@ -47,6 +47,7 @@ from workmem.transfer.format import (
     field_values,
     parse_header,
     parse_record,
+    read_lines,
     record_line,
 )
 from workmem.transfer.progress import Progress
@@ -487,7 +488,7 @@ class _Batch:
 
 def import_records(
     dst: StorageLike,
-    lines: Iterable[bytes],
+    lines: BinaryIO | Iterable[bytes],
     *,
     overwrite: bool = False,
     page_size: int = DEFAULT_PAGE_SIZE,
@@ -495,20 +496,26 @@ def import_records(
     total: int | None = None,
     on_issue: Callable[[Issue], None] | None = None,
 ) -> TransferReport:
-    """Import an export (``lines``: its lines as bytes, e.g. a file opened ``"rb"``) into ``dst``.
+    """Import an export into ``dst``: ``lines`` is a binary stream (a file opened ``"rb"``) or its lines as bytes.
 
     Each line is parsed and validated whole before anything of it is written;
-    a bad one is reported (``bad line``, with its number) and skipped, and the
-    import goes on. The insert / skip / conflict rules are :func:`copy`'s. A
-    first line that is no export header imports nothing. ``total``: the number
-    of lines, for the progress bar.
+    a bad one (whatever is wrong with it) is reported (``bad line``, with its
+    number) and skipped, and the import goes on. A stream is read in bounded
+    memory: a line longer than :data:`~workmem.transfer.format.MAX_LINE_BYTES`
+    is a bad line, skipped without being held whole. The insert / skip /
+    conflict rules are :func:`copy`'s. A first line that is no
+    export header imports nothing. ``total``: the number of lines, for the
+    progress bar. Lines that are not bytes (a file opened in text mode) raise
+    :class:`~workmem.errors.ValidationError`.
     """
     report = TransferReport(on_issue=on_issue)
-    numbered = enumerate(lines, 1)
+    numbered = read_lines(lines)
     first = next(numbered, None)
     try:
         if first is None:
             raise BadLine("the file is empty (an export starts with its header line)")
+        if isinstance(first[1], BadLine):
+            raise first[1]
         parse_header(first[1])
     except BadLine as exc:
         report.add(Issue("bad line", None, None, str(exc), 1))
@@ -522,7 +529,7 @@ def import_records(
 
 async def _import(
     target: StorageHooks,
-    numbered: Iterator[tuple[int, bytes]],
+    numbered: Iterator[tuple[int, bytes | BadLine]],
     report: TransferReport,
     *,
     overwrite: bool,
@@ -550,9 +557,11 @@ async def _import(
     if progress is not None:
         progress.start("import", None if total is None else max(total - 1, 0))
     for number, raw in numbered:
-        if not raw.strip():
+        if not isinstance(raw, BadLine) and not raw.strip():
             continue
         try:
+            if isinstance(raw, BadLine):
+                raise raw
             record = parse_record(raw)
         except BadLine as exc:
             report.add(Issue("bad line", None, None, str(exc), number))
