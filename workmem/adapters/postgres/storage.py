@@ -47,6 +47,7 @@ from workmem.adapters.sql import Result, SqlStorage, Statement
 from workmem.adapters.sql.dialect import KeyRead
 from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable
 from workmem.aio import AsyncMemoryStorage
+from workmem.checks import CREATE_FALSE_ADVICE
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
@@ -385,7 +386,7 @@ class _PostgresCommon(SqlStorage):
         except self._psycopg.Error as exc:
             error = self._error(exc)
             if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
-                error.args = (f"{error}; a role that may not create tables connects with create=False",)
+                error.args = (f"{error}; {CREATE_FALSE_ADVICE}",)
             raise error from error.__cause__
 
     # -- bulk writes: a batch as one JSON document, one statement (see bulk) ----------
