@@ -65,3 +65,23 @@ def test_fake_mongomock_contract_smoke(fake_client: mongomock.MongoClient, stora
     names = [c.name for c in all_checks() if c.func.__module__ not in CONCURRENCY_MODULES]
     report = run(lambda: MongoStorage(fake_client, storage.database, create_indexes=False), profile="quick", only=names)
     assert [(c.name, c.reason) for c in report.checks if c.status != "passed"] == []
+
+
+def test_fake_mongomock_a_delete_naming_the_owner_of_a_thread_created_meanwhile_returns_false(
+    storage: MongoStorage, open_storage: Callable[[], MongoStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conditioned delete matched nothing; a thread created under that very owner before the adapter's
+    follow-up read must not make it raise ThreadOwnershipError (it saw no thread at all)."""
+    from workmem import Thread
+
+    other = open_storage()
+    threads = storage._db.threads
+    real = threads.delete_one
+
+    async def delete_then_create(filter: dict[str, object]) -> int:
+        deleted = await real(filter)
+        other.create_thread(Thread("t", "b", "created meanwhile"))
+        return deleted
+
+    monkeypatch.setattr(threads, "delete_one", delete_then_create)
+    assert storage.delete_thread("t", resource_id="b") is False
