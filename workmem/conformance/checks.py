@@ -32,6 +32,8 @@ CHECK_MODULES = (
     "workmem.conformance.concurrency",
     "workmem.conformance.creation",
     "workmem.conformance.processes",
+    "workmem.conformance.linearizability",
+    "workmem.conformance.aliasing",
     "workmem.conformance.edges",
     "workmem.conformance.bulk",
 )

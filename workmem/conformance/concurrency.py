@@ -6,12 +6,14 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError
+from workmem.errors import MissingDriverError, ThreadNotFoundError, ThreadOwnershipError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
 
+from .apis import AsyncStorageView
 from .checks import CheckContext, check
 
 __all__ = ["MERGE_WORKERS", "OWNER_WORKERS", "race"]
@@ -50,7 +52,8 @@ def _create(p: str) -> Callable[[int, MemoryStorage], Thread]:
 @check(
     "owner_race",
     "racing creates of one thread id with different owners: one wins, the rest get ThreadOwnershipError; "
-    "a write naming a thread's former owner never lands on the thread re-created under another",
+    "no write naming a thread's former owner (update_thread, delete_thread, set and merge in thread scope, "
+    "and Memory's) lands on the thread re-created under another",
 )
 def owner_race(ctx: CheckContext) -> None:
     conns = [ctx.open() for _ in range(OWNER_WORKERS)]
@@ -70,45 +73,155 @@ def owner_race(ctx: CheckContext) -> None:
     _former_owner_race(ctx)
 
 
+@dataclass(frozen=True, slots=True)
+class _OwnerWrite:
+    """One public write naming the owner ``a``, raced against the thread's re-creation under ``b``."""
+
+    name: str
+    write: Callable[[], object]
+    left: Callable[[Thread], bool]
+    """Whether ``b``'s thread shows this write (a delete shows as the thread gone)."""
+
+
+def _memory_of(thread: Thread) -> str | None:
+    value = (thread.metadata or {}).get("workingMemory")
+    return value if isinstance(value, str) else None
+
+
+def _agent(conn: MemoryStorage, **settings: Any) -> Callable[..., Any]:
+    """``call(method, *args, **kwargs)`` on a thread-scope ``Memory`` over ``conn`` (on the async API an
+    ``AsyncMemory`` over the async storage behind it, awaited on the suite's loop)."""
+    from workmem.agent import AsyncMemory, Memory
+
+    if isinstance(conn, AsyncStorageView):
+        memory = AsyncMemory(conn.storage, scope="thread", **settings)
+        return lambda method, *args, **kwargs: conn.loop.run(getattr(memory, method)(*args, **kwargs))
+    sync = Memory(conn, scope="thread", **settings)
+    return lambda method, *args, **kwargs: getattr(sync, method)(*args, **kwargs)
+
+
+def _owner_writes(ctx: CheckContext, tid: str, a: str) -> list[_OwnerWrite]:
+    """Every public write that names a thread's owner, each on a connection of its own, each leaving a mark.
+
+    Every text written is a JSON object, so that the merges racing with them merge (and write) too."""
+    conns = [ctx.open() for _ in range(3)]
+    agent = _agent(ctx.open())
+    writes = [
+        _OwnerWrite(
+            "update_thread",
+            lambda: conns[0].update_thread(tid, title="renamed by a", resource_id=a),
+            lambda t: t.title == "renamed by a",
+        ),
+        _OwnerWrite(
+            "set_working_memory (thread scope)",
+            lambda: conns[1].set_working_memory('{"set by a": 1}', scope="thread", thread_id=tid, resource_id=a),
+            lambda t: "set by a" in (_memory_of(t) or ""),
+        ),
+        _OwnerWrite(
+            "merge_working_memory (thread scope)",
+            lambda: conns[2].merge_working_memory({"merged by a": 1}, scope="thread", thread_id=tid, resource_id=a),
+            lambda t: "merged by a" in (_memory_of(t) or ""),
+        ),
+        _OwnerWrite(
+            "Memory.update_thread",
+            lambda: agent("update_thread", tid, title="renamed by a's Memory", resource_id=a),
+            lambda t: t.title == "renamed by a's Memory",
+        ),
+        _OwnerWrite(
+            "Memory.update_working_memory",
+            lambda: agent("update_working_memory", '{"set by a\'s Memory": 1}', thread_id=tid, resource_id=a),
+            lambda t: "set by a's Memory" in (_memory_of(t) or ""),
+        ),
+        _OwnerWrite(
+            "Memory.call_tool",
+            lambda: agent("call_tool", {"memory": '{"told by a\'s Memory": 1}'}, thread_id=tid, resource_id=a),
+            lambda t: "told by a's Memory" in (_memory_of(t) or ""),
+        ),
+    ]
+    try:
+        schema_agent = _agent(ctx.open(), schema={"type": "object"})
+    except MissingDriverError:  # schema mode needs workmem[schema]; its merge is the storage's, raced above
+        pass
+    else:
+        writes.append(
+            _OwnerWrite(
+                "Memory.merge_working_memory",
+                lambda: schema_agent("merge_working_memory", {"merged by a's Memory": 1}, thread_id=tid, resource_id=a),
+                lambda t: "merged by a's Memory" in (_memory_of(t) or ""),
+            )
+        )
+    return writes
+
+
+def _deletes(ctx: CheckContext, tid: str, a: str) -> list[_OwnerWrite]:
+    """The deletes naming ``a``: they leave no mark, so one of them races at a time (by round)."""
+    conn, agent = ctx.open(), _agent(ctx.open())
+    gone: Callable[[Thread], bool] = lambda t: False  # noqa: E731 - a deleted thread shows as None, not as a mark
+    return [
+        _OwnerWrite("delete_thread", lambda: conn.delete_thread(tid, resource_id=a), gone),
+        _OwnerWrite("Memory.delete_thread", lambda: agent("delete_thread", tid, resource_id=a), gone),
+    ]
+
+
 def _former_owner_race(ctx: CheckContext) -> None:
-    """One connection keeps renaming a thread as resource ``a``; another deletes it and re-creates the id
-    under ``b``, again and again. ``b``'s thread must never get ``a``'s title: the owner named by a write
-    is checked by the write itself (a read before the write leaves the gap this race falls into)."""
+    """Writers keep writing a thread as resource ``a``, each with one public write that names its owner;
+    another connection deletes the thread and re-creates the id under ``b``, again and again. ``b``'s thread
+    must never show a write naming ``a``: the owner a write names is checked by the write itself (a read
+    before the write leaves the gap this race falls into)."""
     p = ctx.prefix()
     tid, a, b = p + "t-moved", p + "a", p + "b"
-    writer, mover = ctx.open(), ctx.open()
+    writes, deletes = _owner_writes(ctx, tid, a), _deletes(ctx, tid, a)
+    mover = ctx.open()
     stop = threading.Event()
-    failures: list[BaseException] = []
+    turn = [0]  # which delete races this round
+    failures: list[tuple[str, BaseException]] = []
 
-    def rename() -> None:
+    def keep_writing(write: _OwnerWrite, delete: int | None = None) -> None:
         while not stop.is_set():
+            if delete is not None and turn[0] != delete:
+                time.sleep(0.0005)
+                continue
             try:
-                writer.update_thread(tid, title="renamed by a", resource_id=a)
+                write.write()
             except (ThreadNotFoundError, ThreadOwnershipError):
                 pass
             except BaseException as exc:
-                failures.append(exc)
+                failures.append((write.name, exc))
                 return
 
-    renamer = threading.Thread(target=rename, daemon=True)
-    renamer.start()
-    stolen: list[Thread | None] = []
+    writers = [threading.Thread(target=keep_writing, args=(w,), daemon=True) for w in writes]
+    writers += [threading.Thread(target=keep_writing, args=(d, i), daemon=True) for i, d in enumerate(deletes)]
+    for writer in writers:
+        writer.start()
+    stolen: list[str] = []
     try:
-        for _ in range(ctx.profile.race_rounds * 4):
+        for round_ in range(ctx.profile.race_rounds * 8):
+            turn[0] = round_ % len(deletes)
             mover.create_thread(Thread(tid, a, "a's"))
             time.sleep(0.001)
             mover.delete_thread(tid)
             mover.create_thread(Thread(tid, b, "b's"))
             time.sleep(0.004)
             got = mover.get_thread(tid)
-            if got is None or got.resource_id != b or got.title != "b's":
-                stolen.append(got)
-            mover.delete_thread(tid)
+            if got is None:
+                stolen.append(f"{deletes[turn[0]].name}(resource_id=a) deleted it")
+            else:
+                marks = [w.name for w in writes if w.left(got)]
+                if marks or got.resource_id != b or got.title != "b's" or got.metadata is not None:
+                    stolen.append(f"{' and '.join(marks) or 'a write'} naming a changed it to {got!r}")
+                mover.delete_thread(tid)
+            if stolen:
+                break
     finally:
         stop.set()
-        renamer.join(timeout=30)
-    assert not failures, f"update_thread(resource_id=...) raised {failures[0]!r}"
-    assert not stolen, f"a rename naming the former owner landed on the re-created thread: {stolen[0]!r}"
+        for writer in writers:
+            writer.join(timeout=30)
+    assert not failures, f"{failures[0][0]} naming the thread's owner raised {failures[0][1]!r}"
+    assert not stolen, (
+        f"a write naming the former owner landed on the thread re-created under another: {stolen[0]}"
+        f" (a = {a!r}, b = {b!r}). The owner a write names must be checked by the write itself (WHERE id = ..."
+        " AND resourceId = ..., a row lock, a compare-and-set, a script), never by a read before it"
+    )
 
 
 def _address(scope: str, rid: str, tid: str, worker: int) -> dict[str, Any]:

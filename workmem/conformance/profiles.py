@@ -38,6 +38,8 @@ class Profile:
     """How long Hypothesis may shrink one failure (a remote backend makes each try slow); 0: not at all."""
     shrink_total_seconds: int | None = None
     """How long a whole ``run()`` may spend on failing checks before later failures go unshrunk; ``None``: no cap."""
+    history_calls: int = 40
+    """Calls each worker of the linearizability check makes per round (``race_rounds`` rounds)."""
 
     def settings(self, *, max_examples: int | None = None, steps: int | None = None) -> settings:
         """Hypothesis settings of this profile; no example database, no deadline (remote backends are slow)."""
@@ -58,9 +60,23 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile("quick", 8, 10, 15, race_rounds=1, derandomize=False, shrink_seconds=5, shrink_total_seconds=15),
-    "ci": Profile("ci", 25, 40, 30, race_rounds=3, derandomize=True, shrink_seconds=5, shrink_total_seconds=20),
-    "thorough": Profile("thorough", 200, 300, 60, race_rounds=10, derandomize=False, shrink_seconds=120),
+    "quick": Profile(
+        "quick",
+        8,
+        10,
+        15,
+        race_rounds=1,
+        derandomize=False,
+        shrink_seconds=5,
+        shrink_total_seconds=15,
+        history_calls=40,
+    ),
+    "ci": Profile(
+        "ci", 25, 40, 30, race_rounds=3, derandomize=True, shrink_seconds=5, shrink_total_seconds=20, history_calls=120
+    ),
+    "thorough": Profile(
+        "thorough", 200, 300, 60, race_rounds=10, derandomize=False, shrink_seconds=120, history_calls=400
+    ),
 }
 """name -> profile; the positional numbers are max_examples, stateful_examples, stateful_steps.
 
