@@ -20,15 +20,8 @@ from workmem.adapters.reference import InMemoryStorage
 from workmem.conformance import run
 from workmem.conformance.checks import CheckContext
 from workmem.conformance.history import SCRIBBLE, Call, Event, plan, record_calls
-from workmem.conformance.linearizability import (
-    THREADS,
-    _record,
-    history_failure,
-    is_linearizable,
-    operations,
-    partitions,
-    shrink,
-)
+from workmem.conformance.linearizability import history_failure, is_linearizable, operations, partitions, shrink
+from workmem.conformance.linearizable import THREADS, record_history
 from workmem.conformance.model import Model, MThread, Window
 from workmem.conformance.processes import spawn
 from workmem.conformance.profiles import PROFILES
@@ -186,7 +179,7 @@ def test_calls_run_in_worker_processes_when_the_adapter_is_atomic_across_them(tm
     ctx = CheckContext(Target(f"file:{tmp_path}/x.db"), PROFILES["quick"])
     try:
         calls = plan(ctx.prefix(), 1, THREADS + 2, 10)
-        events = _record(ctx, calls, 2)
+        events = record_history(ctx, calls, 2)
     finally:
         ctx.target.close_all()
     workers = {e.worker for e in events}

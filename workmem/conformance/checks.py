@@ -32,7 +32,7 @@ CHECK_MODULES = (
     "workmem.conformance.concurrency",
     "workmem.conformance.creation",
     "workmem.conformance.processes",
-    "workmem.conformance.linearizability",
+    "workmem.conformance.linearizable",
     "workmem.conformance.aliasing",
     "workmem.conformance.edges",
     "workmem.conformance.bulk",

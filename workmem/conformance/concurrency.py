@@ -188,6 +188,7 @@ def _former_owner_race(ctx: CheckContext) -> None:
             except BaseException as exc:
                 failures.append((write.name, exc))
                 return
+            time.sleep(0.001)  # room for the mover: nine writers back to back would starve it on a one-writer file
 
     writers = [threading.Thread(target=keep_writing, args=(w,), daemon=True) for w in writes]
     writers += [threading.Thread(target=keep_writing, args=(d, i), daemon=True) for i, d in enumerate(deletes)]

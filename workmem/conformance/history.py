@@ -258,14 +258,17 @@ def _run(storage: MemoryStorage, call: Call) -> tuple[Any, list[Any]]:
     return getattr(storage, name)(**args), []
 
 
-def record_calls(storage: MemoryStorage, calls: list[Call], worker: str) -> list[Event]:
-    """Run ``calls`` one after another on ``storage``; each one's :class:`Event`.
+def record_calls(storage: MemoryStorage, calls: list[Call], worker: str, seconds: float | None = None) -> list[Event]:
+    """Run ``calls`` one after another on ``storage`` (those begun within ``seconds``); each one's :class:`Event`.
 
     An exception the model does not predict is recorded too (``"unexpected"``):
     the check fails on it after the run, naming the call.
     """
     events = []
+    until = None if seconds is None else time.monotonic() + seconds
     for call in calls:
+        if until is not None and time.monotonic() > until:
+            break
         passed: list[Any] = []
         lo, start = utc_now(), time.monotonic_ns()
         try:

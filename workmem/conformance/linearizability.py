@@ -1,11 +1,8 @@
-"""Linearizability: random concurrent calls, recorded and checked against the model.
+"""The linearizability checker: is a recorded history of concurrent calls explained by the model?
 
-The check ``linearizable`` runs random calls of every kind (reads, creates,
-updates, deletes, ``set`` and ``merge`` in both scopes, listings) from several
-threads (async tasks on the async API) and, when the adapter is atomic across
-processes, worker processes, all on one backend namespace; records when each
-was called and returned and what it returned (:mod:`~workmem.conformance.history`);
-and asks whether the history is *linearizable*: whether every call can be
+The check ``linearizable`` (:mod:`~workmem.conformance.linearizable`) records
+random calls from several threads and processes (:mod:`~workmem.conformance.history`);
+this module asks whether the history is *linearizable*: whether every call can be
 given one instant between its call and its return at which it took effect,
 so that the calls in that order, run on the sequential
 :class:`~workmem.conformance.model.Model`, return exactly what the backend
@@ -30,8 +27,6 @@ A failure is shrunk to a few calls (:func:`shrink`) and printed with their times
 from __future__ import annotations
 
 import json
-import random
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -41,8 +36,6 @@ from typing import Any
 from workmem.errors import WorkmemError
 from workmem.records import UNSET, Resource, Thread
 
-from .checks import CheckContext, check
-from .concurrency import race
 from .expect import assert_utc_ms, json_equal, record_mismatches, wm_matches
 from .history import (
     SCRIBBLE,
@@ -52,23 +45,15 @@ from .history import (
     decode_thread,
     describe_call,
     describe_outcome,
-    plan,
-    record_calls,
 )
 from .model import Model, MResource, MThread, Window
-from .processes import spawn
 
-__all__ = ["Op", "history_failure", "linearizable", "operations", "partitions", "shrink"]
+__all__ = ["Op", "history_failure", "is_linearizable", "operations", "partitions", "shrink", "step"]
 
 NEVER = 2**62
 """The return time of a call whose result is left open: it may take effect at any time after its call."""
 EVER = -1
 """The call time of a call placed freely (while shrinking)."""
-
-THREADS = 4
-"""Threads (async tasks on the async API) making calls at once, each on its own connection."""
-PROCESSES = 2
-"""Worker processes making calls as well, when the adapter is atomic across processes and has a URL."""
 
 MAX_STEPS = 2_000_000
 """A bound on the search of one part (never reached by the histories the check records)."""
@@ -501,81 +486,3 @@ def history_failure(events: list[Event], prefix: str, shrink_seconds: float) -> 
             continue  # too many overlapping calls to decide in time: this part proves nothing either way
         return describe(shrink(numbered, shrink_seconds), len(part), prefix, origin)
     return None
-
-
-# -- the check ------------------------------------------------------------------------------------
-
-
-def _record(ctx: CheckContext, calls: list[list[Any]], processes: int) -> list[Event]:
-    """Run each list of calls on its own connection: the first ``processes`` in worker processes."""
-    go = threading.Event()
-    from_processes: list[dict[str, Any]] = []
-    failed: list[BaseException] = []
-    spawner = None
-    if processes:
-        assert ctx.target.url is not None
-        jobs = [
-            {"url": ctx.target.url, "op": "history", "calls": calls[k], "worker": f"process {k + 1}"}
-            for k in range(processes)
-        ]
-
-        def run_processes() -> None:
-            try:
-                from_processes.extend(spawn(jobs, api=ctx.target.api, started=go.set))
-            except BaseException as exc:
-                failed.append(exc)
-                go.set()
-
-        spawner = threading.Thread(target=run_processes, daemon=True)
-        spawner.start()
-    else:
-        go.set()
-    kind = "task" if ctx.target.api == "async" else "thread"
-    local = calls[processes:]
-    conns = [ctx.open() for _ in local]
-
-    def work(i: int, storage: Any) -> list[Event]:
-        go.wait(timeout=120)
-        return record_calls(storage, local[i], f"{kind} {i + 1}")
-
-    results = race(conns, work)
-    if spawner is not None:
-        spawner.join(timeout=180)
-    if failed:
-        raise failed[0]
-    events: list[Event] = []
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-        events += result
-    for reply in from_processes:
-        assert reply.get("ok"), f"a worker process failed: {reply.get('error')}"
-        events += [Event.from_json(e) for e in reply["events"]]
-    return events
-
-
-def _processes(ctx: CheckContext) -> int:
-    return PROCESSES if ctx.target.url is not None and ctx.capabilities.cross_process_atomic else 0
-
-
-@check(
-    "linearizable",
-    f"random calls of every kind from {THREADS} threads (async tasks on the async API) and, on an adapter atomic"
-    f" across processes, {PROCESSES} worker processes form a linearizable history: each call took effect at one"
-    " instant between its call and its return, in an order the model agrees with",
-)
-def linearizable(ctx: CheckContext) -> None:
-    profile = ctx.profile
-    for round_ in range(profile.race_rounds):
-        p = ctx.prefix()
-        processes = _processes(ctx) if round_ == 0 else 0
-        seed = round_ if profile.derandomize else random.randrange(2**32)
-        calls = plan(p, seed, THREADS + processes, profile.history_calls)
-        events = _record(ctx, calls, processes)
-        odd = [e for e in events if "unexpected" in e.outcome]
-        assert not odd, (
-            f"{odd[0].worker}: {describe_call(odd[0].call)} raised {odd[0].outcome['unexpected']}"
-            " (a call racing others may only be refused as the contract says)"
-        )
-        failure = history_failure(events, p, profile.shrink_seconds)
-        assert failure is None, failure + f"\n(the calls were drawn with seed {seed})"

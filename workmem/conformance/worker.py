@@ -36,7 +36,8 @@ def _job(storage: workmem.MemoryStorage, job: dict[str, Any]) -> dict[str, Any]:
             return {"ok": False, "error": "ThreadOwnershipError"}
         return {"ok": True}
     if op == "history":
-        return {"ok": True, "events": [e.to_json() for e in record_calls(storage, job["calls"], job["worker"])]}
+        events = record_calls(storage, job["calls"], job["worker"], job.get("seconds"))
+        return {"ok": True, "events": [e.to_json() for e in events]}
     if op == "read":
         resource = storage.get_resource(job["resource_id"])
         thread = storage.get_thread(job["thread_id"])
