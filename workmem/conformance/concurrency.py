@@ -80,7 +80,7 @@ class _OwnerWrite:
     name: str
     write: Callable[[], object]
     left: Callable[[Thread], bool]
-    """Whether ``b``'s thread shows this write (a delete shows as the thread gone)."""
+    """Whether ``b``'s thread shows this write (a delete's shows as the thread gone: ``False`` here)."""
 
 
 def _memory_of(thread: Thread) -> str | None:
@@ -101,27 +101,29 @@ def _agent(conn: MemoryStorage, **settings: Any) -> Callable[..., Any]:
 
 
 def _owner_writes(ctx: CheckContext, tid: str, a: str) -> list[_OwnerWrite]:
-    """Every public write that names a thread's owner, each on a connection of its own, each leaving a mark.
+    """Every public write that names a thread's owner, each leaving its own mark on the thread.
 
     Every text written is a JSON object, so that the merges racing with them merge (and write) too."""
-    conns = [ctx.open() for _ in range(3)]
+    conn = ctx.open()
     agent = _agent(ctx.open())
     writes = [
         _OwnerWrite(
             "update_thread",
-            lambda: conns[0].update_thread(tid, title="renamed by a", resource_id=a),
+            lambda: conn.update_thread(tid, title="renamed by a", resource_id=a),
             lambda t: t.title == "renamed by a",
         ),
         _OwnerWrite(
             "set_working_memory (thread scope)",
-            lambda: conns[1].set_working_memory('{"set by a": 1}', scope="thread", thread_id=tid, resource_id=a),
+            lambda: conn.set_working_memory('{"set by a": 1}', scope="thread", thread_id=tid, resource_id=a),
             lambda t: "set by a" in (_memory_of(t) or ""),
         ),
         _OwnerWrite(
             "merge_working_memory (thread scope)",
-            lambda: conns[2].merge_working_memory({"merged by a": 1}, scope="thread", thread_id=tid, resource_id=a),
+            lambda: conn.merge_working_memory({"merged by a": 1}, scope="thread", thread_id=tid, resource_id=a),
             lambda t: "merged by a" in (_memory_of(t) or ""),
         ),
+        _OwnerWrite("delete_thread", lambda: conn.delete_thread(tid, resource_id=a), lambda t: False),
+        _OwnerWrite("Memory.delete_thread", lambda: agent("delete_thread", tid, resource_id=a), lambda t: False),
         _OwnerWrite(
             "Memory.update_thread",
             lambda: agent("update_thread", tid, title="renamed by a's Memory", resource_id=a),
@@ -153,76 +155,77 @@ def _owner_writes(ctx: CheckContext, tid: str, a: str) -> list[_OwnerWrite]:
     return writes
 
 
-def _deletes(ctx: CheckContext, tid: str, a: str) -> list[_OwnerWrite]:
-    """The deletes naming ``a``: they leave no mark, so one of them races at a time (by round)."""
-    conn, agent = ctx.open(), _agent(ctx.open())
-    gone: Callable[[Thread], bool] = lambda t: False  # noqa: E731 - a deleted thread shows as None, not as a mark
-    return [
-        _OwnerWrite("delete_thread", lambda: conn.delete_thread(tid, resource_id=a), gone),
-        _OwnerWrite("Memory.delete_thread", lambda: agent("delete_thread", tid, resource_id=a), gone),
-    ]
+WRITERS_PER_WRITE = 2
+"""Threads making one kind of write naming the owner at a time, each once per move."""
 
 
 def _former_owner_race(ctx: CheckContext) -> None:
-    """Writers keep writing a thread as resource ``a``, each with one public write that names its owner;
-    another connection deletes the thread and re-creates the id under ``b``, again and again. ``b``'s thread
-    must never show a write naming ``a``: the owner a write names is checked by the write itself (a read
-    before the write leaves the gap this race falls into)."""
+    """For each public write that names a thread's owner in turn: a mover creates a thread under ``a``, then
+    deletes it and re-creates the id under ``b``, ``race_rounds`` times; as each ``a`` thread appears,
+    :data:`WRITERS_PER_WRITE` threads make the write naming ``a``, so that it is in flight while the thread
+    moves. ``b``'s thread must never show it: the owner a write names is checked by the write itself (a read
+    before the write leaves the gap this race falls into). One write per thread and move keeps the thread's
+    key from going hot (a compare-and-set adapter would starve the mover's delete)."""
     p = ctx.prefix()
     tid, a, b = p + "t-moved", p + "a", p + "b"
-    writes, deletes = _owner_writes(ctx, tid, a), _deletes(ctx, tid, a)
     mover = ctx.open()
-    stop = threading.Event()
-    turn = [0]  # which delete races this round
-    failures: list[tuple[str, BaseException]] = []
+    for write in _owner_writes(ctx, tid, a):
+        stolen = _race_one_write(ctx, mover, write, tid, a, b)
+        assert stolen is None, (
+            f"{write.name} naming the former owner a landed on the thread re-created under b: {stolen}"
+            f" (a = {a!r}, b = {b!r}). The owner a write names must be checked by the write itself (WHERE id = ..."
+            " AND resourceId = ..., a row lock, a compare-and-set, a script), never by a read before it"
+        )
 
-    def keep_writing(write: _OwnerWrite, delete: int | None = None) -> None:
+
+def _race_one_write(
+    ctx: CheckContext, mover: MemoryStorage, write: _OwnerWrite, tid: str, a: str, b: str
+) -> str | None:
+    """How ``b``'s thread showed ``write``, if it did in ``race_rounds`` moves; an unexpected error raises."""
+    stop, created = threading.Event(), threading.Event()
+    moves = [0]
+    failures: list[BaseException] = []
+
+    def write_once_per_move() -> None:
+        done = 0
         while not stop.is_set():
-            if delete is not None and turn[0] != delete:
-                time.sleep(0.0005)
+            if not created.wait(0.05) or moves[0] == done:
+                time.sleep(0.0002)
                 continue
+            done = moves[0]
             try:
                 write.write()
             except (ThreadNotFoundError, ThreadOwnershipError):
                 pass
             except BaseException as exc:
-                failures.append((write.name, exc))
+                failures.append(exc)
                 return
-            time.sleep(0.001)  # room for the mover: nine writers back to back would starve it on a one-writer file
 
-    writers = [threading.Thread(target=keep_writing, args=(w,), daemon=True) for w in writes]
-    writers += [threading.Thread(target=keep_writing, args=(d, i), daemon=True) for i, d in enumerate(deletes)]
+    writers = [threading.Thread(target=write_once_per_move, daemon=True) for _ in range(WRITERS_PER_WRITE)]
     for writer in writers:
         writer.start()
-    stolen: list[str] = []
     try:
-        for round_ in range(ctx.profile.race_rounds * 8):
-            turn[0] = round_ % len(deletes)
+        for _ in range(ctx.profile.race_rounds):
+            moves[0] += 1
             mover.create_thread(Thread(tid, a, "a's"))
+            created.set()  # the writers go: each write naming a starts while a's thread is there
             time.sleep(0.001)
             mover.delete_thread(tid)
             mover.create_thread(Thread(tid, b, "b's"))
             time.sleep(0.004)
+            created.clear()
             got = mover.get_thread(tid)
             if got is None:
-                stolen.append(f"{deletes[turn[0]].name}(resource_id=a) deleted it")
-            else:
-                marks = [w.name for w in writes if w.left(got)]
-                if marks or got.resource_id != b or got.title != "b's" or got.metadata is not None:
-                    stolen.append(f"{' and '.join(marks) or 'a write'} naming a changed it to {got!r}")
-                mover.delete_thread(tid)
-            if stolen:
-                break
+                return "it deleted it"
+            if write.left(got) or got.resource_id != b or got.title != "b's" or got.metadata is not None:
+                return f"the thread became {got!r}"
+            mover.delete_thread(tid)
     finally:
         stop.set()
         for writer in writers:
             writer.join(timeout=30)
-    assert not failures, f"{failures[0][0]} naming the thread's owner raised {failures[0][1]!r}"
-    assert not stolen, (
-        f"a write naming the former owner landed on the thread re-created under another: {stolen[0]}"
-        f" (a = {a!r}, b = {b!r}). The owner a write names must be checked by the write itself (WHERE id = ..."
-        " AND resourceId = ..., a row lock, a compare-and-set, a script), never by a read before it"
-    )
+    assert not failures, f"{write.name} naming the thread's owner raised {failures[0]!r}"
+    return None
 
 
 def _address(scope: str, rid: str, tid: str, worker: int) -> dict[str, Any]:
