@@ -42,8 +42,10 @@ touch cjson, so numbers, ``[]``/``{}`` and Unicode round-trip exactly.
 
 Async: ``await workmem.connect_async(url)`` opens :class:`AsyncUpstashStorage`
 on the ``upstash_redis.asyncio`` client (same URL, options, keys and scripts;
-``await store.reindex()``). A cancelled call leaves no partial write: each
-write is one script, sent whole or not at all.
+``await store.reindex()``), usable from any event loop (one httpx client per
+loop, :mod:`.transport`). A cancelled call leaves no partial write: each
+write is one script, sent whole or not at all. ``close()`` ends calls in
+flight with ``StorageClosedError``, sync and async.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -22,6 +22,7 @@ from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    MissingDriverError,
     StorageClosedError,
     ValidationError,
 )
@@ -29,8 +30,17 @@ from workmem.flows import run_sync
 from workmem.kit import check_number, import_driver, mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
 
 from .scripts import SCRIPTS, Script
+from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_clients, install
 
-__all__ = ["ENV_TOKEN", "ENV_URL", "AsyncRestClient", "BaseRestClient", "RestClient", "UpstashSettings", "ready"]
+__all__ = [
+    "ENV_TOKEN",
+    "ENV_URL",
+    "AsyncRestClient",
+    "BaseRestClient",
+    "RestClient",
+    "UpstashSettings",
+    "ready",
+]
 
 C = TypeVar("C", bound="BaseRestClient")
 
@@ -133,11 +143,13 @@ def _driver_options(settings: UpstashSettings) -> dict[str, Any]:
     }
 
 
-def _with_timeout(redis: Any, timeout: float | None) -> Any:
-    """``redis`` with its httpx client's timeout set (both drivers create theirs without one)."""
-    http = getattr(getattr(redis, "_http", None), "_client", None)
-    if http is not None and hasattr(http, "timeout"):
-        http.timeout = timeout
+def _with_transport(redis: Any, make: Callable[[Any], SyncTransport | LoopTransports]) -> Any:
+    """``redis`` sending through ``make(its httpx client)`` (see :mod:`.transport`)."""
+    if not install(redis, make):
+        raise MissingDriverError(
+            "this upstash-redis keeps no HTTP client at Redis._http._client, where workmem sets its timeout and "
+            "per-event-loop clients (tested with upstash-redis 1.8.0)"
+        )
     return redis
 
 
@@ -155,7 +167,7 @@ class BaseRestClient(ABC):
         self._token = settings.token
         self._where = settings.rest_url
         self._closed = False
-        self._redis = _with_timeout(redis, settings.timeout)
+        self._redis = redis
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._where!r})"
@@ -188,6 +200,8 @@ class BaseRestClient(ABC):
         self._check_open()
         try:
             return await self._send(list(command))
+        except ClientClosed:
+            raise self._closed_error() from None
         except Exception as exc:
             error, cause = self._failure(exc, str(command[0]))
             raise error from cause
@@ -197,6 +211,8 @@ class BaseRestClient(ABC):
         self._check_open()
         try:
             return await self._send_batch(commands)
+        except ClientClosed:
+            raise self._closed_error() from None
         except Exception as exc:
             error, cause = self._failure(exc, str(commands[0][0]) if commands else "a pipeline")
             raise error from cause
@@ -223,10 +239,16 @@ class BaseRestClient(ABC):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageClosedError(f"this Upstash storage is closed ({self._where})")
+            raise self._closed_error()
+
+    def _closed_error(self) -> StorageClosedError:
+        """The error of a call made after ``close()`` began, or cut by it (a write it sent ran whole or not at all)."""
+        return StorageClosedError(f"this Upstash storage is closed ({self._where})")
 
     def _failure(self, exc: Exception, what: str) -> tuple[Exception, BaseException | None]:
         """The workmem error for the driver's ``exc``, and the cause to chain (``None`` if it shows the token)."""
+        if self._closed:  # the call failed because close() ran under it
+            return self._closed_error(), None
         if isinstance(exc, self._upstash_error):
             message = mask_secrets(str(exc), self._token)
             if message.startswith("NOSCRIPT"):
@@ -259,7 +281,12 @@ class RestClient(BaseRestClient):
 
     def __init__(self, settings: UpstashSettings) -> None:
         driver = import_driver("upstash_redis", "upstash")
-        super().__init__(settings, driver.Redis(**_driver_options(settings)))
+
+        def transport(http: Any) -> SyncTransport:
+            http.timeout = settings.timeout  # the driver makes its httpx client without one
+            return SyncTransport(http)
+
+        super().__init__(settings, _with_transport(driver.Redis(**_driver_options(settings)), transport))
 
     async def _send(self, command: list[str | int]) -> Any:
         return self._redis.execute(command)
@@ -283,11 +310,21 @@ class RestClient(BaseRestClient):
 
 
 class AsyncRestClient(BaseRestClient):
-    """The ``upstash_redis.asyncio.Redis`` client (httpx's async client underneath)."""
+    """The ``upstash_redis.asyncio.Redis`` client, sending through one ``httpx.AsyncClient`` per event loop.
+
+    Usable from any event loop (:class:`~.transport.LoopTransports`); the driver,
+    its read-your-writes token and the scripts are shared.
+    """
 
     def __init__(self, settings: UpstashSettings) -> None:
         driver = import_driver("upstash_redis.asyncio", "upstash")
-        super().__init__(settings, driver.Redis(**_driver_options(settings)))
+        httpx = import_driver("httpx", "upstash")
+
+        def transport(http: Any) -> LoopTransports:
+            http.timeout = settings.timeout  # the driver makes its httpx client without one
+            return LoopTransports(http, httpx_clients(httpx, settings.timeout))
+
+        super().__init__(settings, _with_transport(driver.Redis(**_driver_options(settings)), transport))
 
     async def _send(self, command: list[str | int]) -> Any:
         return await self._redis.execute(command)
