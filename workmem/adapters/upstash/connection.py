@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from workmem.errors import (
@@ -35,18 +35,23 @@ from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_client
 __all__ = [
     "ENV_TOKEN",
     "ENV_URL",
+    "LISTINGS",
     "AsyncRestClient",
     "BaseRestClient",
+    "Listing",
     "RestClient",
     "UpstashSettings",
     "ready",
 ]
 
 C = TypeVar("C", bound="BaseRestClient")
+Listing = Literal["index", "scan"]
 
 ENV_URL = "UPSTASH_REDIS_REST_URL"
 ENV_TOKEN = "UPSTASH_REDIS_REST_TOKEN"
-_OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout")
+_OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout", "listing")
+LISTINGS = ("index", "scan")
+"""The values of the ``listing`` option: how ``list_threads`` finds a resource's threads (see the package docstring)."""
 _UNAVAILABLE = ("LOADING", "MASTERDOWN")
 """Replies of a server that cannot serve now (loading, no primary); also workmem's bridge without its Redis."""
 _BUSY = ("BUSY", "TRYAGAIN")
@@ -69,6 +74,9 @@ class UpstashSettings:
     """Seconds between those attempts."""
     timeout: float | None = 30.0
     """HTTP timeout in seconds (``None``: wait forever, the driver's default)."""
+    listing: Listing = "index"
+    """How ``list_threads`` finds a resource's threads: ``"index"``, workmem's sorted sets (O(log n + page),
+    complete when only workmem writes threads), or ``"scan"``, every thread document (complete whoever writes)."""
 
     @classmethod
     def from_url(cls, url: str, options: Mapping[str, Any]) -> UpstashSettings:
@@ -107,6 +115,9 @@ class UpstashSettings:
         if not isinstance(prefix, str):
             raise ValidationError(f"prefix must be a string, not {type(prefix).__name__}")
         timeout = values.get("timeout", 30.0)
+        listing = values.get("listing", "index")
+        if listing not in LISTINGS:
+            raise ValidationError(f"listing must be one of {list(LISTINGS)}, not {listing!r}")
         return cls(
             rest_url=rest_url.rstrip("/"),
             token=str(token),
@@ -114,6 +125,7 @@ class UpstashSettings:
             retries=int(_number(values, "retries", 1, integer=True)),
             retry_interval=_number(values, "retry_interval", 3.0),
             timeout=None if timeout in (None, "", "none") else _number(values, "timeout", 30.0, positive=True),
+            listing=listing,
         )
 
 
