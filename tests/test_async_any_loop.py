@@ -4,8 +4,9 @@ One ``AsyncMemoryStorage`` opened on one loop is used from another loop in anoth
 thread running its own ``asyncio.run``, as sync code calling into async helpers does): while the first
 loop is idle, while both loops call at once, and from loops that come and go. Every call is bounded
 by ``asyncio.wait_for``: ``AsyncUpstashStorage`` hung there (its HTTP connections belonged to the first
-loop), or failed with a retryable "Event loop is closed". Closing from one loop ends the calls of every
-loop with ``StorageClosedError``.
+loop), or failed with a retryable "Event loop is closed"; ``AsyncPostgresStorage`` hung once callers of
+several loops waited for pooled connections (a connection given back was handed to a waiter of another
+loop from the wrong thread). Closing from one loop ends the calls of every loop with ``StorageClosedError``.
 """
 
 from __future__ import annotations
@@ -87,6 +88,29 @@ def test_an_async_storage_works_from_any_event_loop(home: tuple[asyncio.Runner, 
     for tag in "ab":  # every merge of both loops kept
         text = runner.run(_bounded(storage.get_working_memory(scope="resource", resource_id=tag)))
         assert text is not None and json.loads(text) == {f"{tag}{i}": i for i in range(15)}
+
+
+def test_loops_contending_for_the_storages_connections(home: tuple[asyncio.Runner, Any]) -> None:
+    """Three loops of 12 tasks each: more callers than any pool's default size, so callers of one loop wait
+    for connections that tasks of another loop give back."""
+    runner, storage = home
+
+    async def crowd(storage: Any, tag: str) -> int:
+        async def task(k: int) -> int:
+            for i in range(8):
+                await _bounded(storage.merge_working_memory({f"{k}-{i}": i}, scope="resource", resource_id=tag))
+                assert await _bounded(storage.get_thread(f"{tag}-{k}-{i}")) is None
+            return k
+
+        return len(await asyncio.gather(*(task(k) for k in range(12))))
+
+    with ThreadPoolExecutor(2) as pool:
+        others = [pool.submit(asyncio.run, crowd(storage, tag)) for tag in ("b", "c")]
+        assert runner.run(crowd(storage, "a")) == 12
+        assert [other.result(timeout=6 * _BOUND) for other in others] == [12, 12]
+    for tag in "abc":
+        text = runner.run(_bounded(storage.get_working_memory(scope="resource", resource_id=tag)))
+        assert text is not None and len(json.loads(text)) == 12 * 8
 
 
 def test_close_on_one_loop_ends_the_calls_of_every_loop(home: tuple[asyncio.Runner, Any], backend_url: str) -> None:
