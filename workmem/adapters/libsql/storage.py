@@ -51,6 +51,7 @@ import logging
 import os
 import random
 import re
+import stat
 import sys
 import threading
 import time
@@ -211,6 +212,8 @@ def _path_problem(database: str, read_only: bool) -> str | None:
         return f"{database} does not exist (mode=ro opens an existing database file, it creates nothing)"
     if path.is_dir():
         return f"{database} is a directory, not a database file"
+    if path.exists() and not path.is_file():  # SQLite would write a journal beside its target (/dev/null-journal)
+        return f"{database} is {_file_kind(path)}, not a regular file: a database is a file (or a new one)"
     folder = path.parent
     for ancestor in (folder, *folder.parents):
         if ancestor.exists():
@@ -228,6 +231,17 @@ def _path_problem(database: str, read_only: bool) -> str | None:
     if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
         return f"folder {folder} does not let this process create {path.name}"
     return None
+
+
+def _file_kind(path: Path) -> str:
+    mode = path.stat().st_mode  # of what a link points to
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "another kind of file")
 
 
 def _file_query(url: str) -> tuple[str, bool, str | None]:
@@ -492,6 +506,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             if not os.path.exists(self._path):
                 raise missing_tables(f"{self._url} ({database} does not exist)", self.dialect.required_tables())
             self._target = f"file:{quote(self._path)}?mode=rw"
+        reason = None if self._path is None else _unopenable(database, read_only)
+        if reason is not None:  # before SQLite touches the path (it would create files beside a device's target)
+            raise ValidationError(f"libSQL cannot open {self._url}: {reason}")
         self._last_look = 0.0  # when _look_for_foreign_sqlite last looked (time.monotonic())
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
