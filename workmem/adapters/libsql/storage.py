@@ -88,6 +88,7 @@ from workmem.records import Resource, Unset
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
+from .readonly import refused_pragma, refused_program
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
@@ -436,7 +437,16 @@ class _Pool:
                 return
             self._let_go(conn)
 
-    def close(self) -> None:
+    def close(self, last: Callable[[Any], object] | None = None) -> None:
+        """Close the pool: idle connections now, lent ones as they come back; ``last(conn)`` on an idle one first."""
+        if last is not None and not self.closed:
+            with suppress(IndexError):
+                conn = self.idle.pop()
+                try:
+                    last(conn)
+                finally:
+                    self.idle.append(conn)
+                    del conn
         self.closed = True
         self._close_idle()
         with self._changed:
@@ -513,6 +523,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
         self._reader_lock = threading.Lock()
+        self._reader_closed = False  # set under _reader_lock by close(): no reader opens after it
         self._pool_size = 1 if self._memory else pool_size
         self._pool = _Pool(self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released)
         try:
@@ -558,11 +569,15 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
 
     # -- connections -------------------------------------------------------------------
 
-    def _open(self, database: str | None = None) -> Any:
+    def _open(self, *, reader: bool = False) -> Any:
+        """A driver connection for the pool, or (``reader``) query()'s read-only connection to the file."""
         try:
             # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
             conn = self._driver.connect(
-                database or self._target, isolation_level=None, timeout=0.0, auth_token=self._token or ""
+                self._read_only_uri() if reader else self._target,
+                isolation_level=None,
+                timeout=0.0,
+                auth_token=self._token or "",
             )
             if self._durability is not None:  # a setting of the connection: no lock, no I/O
                 conn.execute(self._durability)
@@ -582,6 +597,14 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         if self._path is not None:
             with _opened_lock:
                 _opened[self._path] -= 1
+
+    def _drop_reader(self) -> None:
+        """Let query()'s read-only connection go (under ``_reader_lock``); the next query() opens another."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            _release(reader)
+            del reader
+            self._released()
 
     def _look_for_foreign_sqlite(self, *, force: bool = False) -> None:
         """Warn (once per episode) when another SQLite library holds the file open in this process.
@@ -658,6 +681,13 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         ``mode=ro``, under ``PRAGMA query_only``; ``:memory:`` runs under ``PRAGMA query_only``.
         A statement that would write (``ATTACH``, ``DETACH`` and ``VACUUM INTO`` included), or any other
         SQL error, raises :class:`ValidationError` and changes nothing. Remote servers are not supported.
+
+        Nothing outlives the call: each statement runs in a read transaction of its own, so
+        ``BEGIN``, ``SAVEPOINT``, ``COMMIT``, ``RELEASE`` and ``ROLLBACK`` are refused, and so is
+        a ``PRAGMA`` given a value (``PRAGMA journal_mode=DELETE``, ``PRAGMA busy_timeout=...``), which
+        would stay set on the connection (see :mod:`~workmem.adapters.libsql.readonly`). A pragma
+        without a value reads it (``PRAGMA journal_mode``, ``PRAGMA table_info(mastra_threads)``).
+        Only the first statement of a string of several runs (the driver ignores the rest).
         """
         if not isinstance(sql, str):
             raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
@@ -667,6 +697,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             raise ValidationError("query() reads a local database file or :memory:, not a remote libSQL server")
         if self._pool.closed:
             raise StorageClosedError("the libSQL storage is closed")
+        reason = refused_pragma(sql)  # before SQLite compiles it: compiling a pragma applies its value
+        if reason is not None:
+            raise ValidationError(f"query() on {self._url} refused: {reason}")
         self._look_for_foreign_sqlite()
         if self._memory:
             with self._connection() as conn:
@@ -674,35 +707,39 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         assert self._path is not None
         with self._reader_lock:  # one read-only connection of its own, opened on first use
             if self._reader is None:
-                self._reader = self._open(self._read_only_uri())
-            return self._query_only(self._reader, sql, params, reset=False)
+                if self._reader_closed:
+                    raise StorageClosedError("the libSQL storage is closed")
+                self._reader = self._open(reader=True)
+            try:
+                return self._query_only(self._reader, sql, params, reset=False)
+            finally:
+                if self._reader.in_transaction:  # its ROLLBACK failed: a fresh connection next time
+                    self._drop_reader()
 
-    def _refuse_other_files(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
-        """Refuse ``sql`` if it would ATTACH, DETACH or VACUUM INTO: those create or write other files, which
-        ``query_only`` and ``mode=ro`` do not prevent. Judged from the compiled program (``EXPLAIN``), not the text."""
+    def _refuse_lasting_effects(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
+        """Refuse ``sql`` if it would outlive the call (a transaction) or touch other files (``ATTACH``, ...):
+        ``query_only`` and ``mode=ro`` prevent neither. Judged from the compiled program (``EXPLAIN``), not the text."""
         try:
             program = self._retry_busy(self._fetch, conn, f"EXPLAIN {sql}", params).rows
         except (ValueError, self._driver.Error) as exc:
             if _is_busy(exc):
                 raise
             return  # nothing EXPLAIN compiles (EXPLAIN QUERY PLAN ..., a syntax error): run as is, it attaches nothing
-        for row in program:  # addr, opcode, p1, p2, p3, p4, p5, comment
-            opcode, p4 = row[1], str(row[5])
-            into = opcode == "Vacuum" and row[3] != 0  # P2: the register of the INTO file name (0: this file)
-            if into or p4.startswith(("sqlite_attach(", "sqlite_detach(")):
-                raise ValidationError("ATTACH, DETACH and VACUUM INTO touch other database files; query() only reads")
+        reason = refused_program(program)
+        if reason is not None:
+            raise ValidationError(reason)
 
     def _query_only(self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool) -> list[tuple[Any, ...]]:
-        """``sql`` on ``conn`` under ``PRAGMA query_only``; a ``reset`` connection is left as it was found."""
+        """``sql`` on ``conn`` under ``PRAGMA query_only``, no transaction left open (``reset``: query_only off)."""
         try:
             conn.execute("PRAGMA query_only=ON")
             try:
-                self._refuse_other_files(conn, sql, params)
+                self._refuse_lasting_effects(conn, sql, params)
                 return self._retry_busy(self._fetch, conn, sql, params).rows
             finally:
+                if conn.in_transaction:  # refused above: a net for whatever EXPLAIN could not judge
+                    conn.execute("ROLLBACK")
                 if reset:
-                    if conn.in_transaction:  # the statement was a BEGIN
-                        conn.execute("ROLLBACK")
                     conn.execute("PRAGMA query_only=OFF")
         except (ValueError, self._driver.Error) as exc:
             if _is_busy(exc):
@@ -824,10 +861,17 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 run(Statement(sql, {}))
 
     async def _close(self) -> None:
-        self._pool.close()
-        with self._reader_lock:
-            reader, self._reader = self._reader, None
-        if reader is not None:
-            _release(reader)
-            del reader
-            self._released()
+        with self._reader_lock:  # first: were a read-only connection the file's last to close, the WAL would stay
+            self._reader_closed = True
+            self._drop_reader()
+        writable = self._path is not None and not self._read_only
+        self._pool.close(last=self._truncate_wal if writable else None)
+
+    def _truncate_wal(self, conn: Any) -> None:
+        """Checkpoint the whole WAL into the file and empty it, unless another connection is using it (no wait).
+
+        SQLite does this itself when the file's last connection closes; with other connections
+        open (other storages, other processes), the WAL would keep its largest size until then.
+        """
+        with suppress(ValueError, self._driver.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
