@@ -41,7 +41,7 @@ lock workmem holds, which can lose another process's committed write. For a look
 with SQL in the same process use :meth:`LibSQLStorage.query` (read-only, enforced
 by the database). On Linux, workmem warns (logger ``workmem.adapters.libsql``) when
 it sees another SQLite library holding the file in its process: on opening, then at
-most every 10 s from writes and ``query()``.
+most every 10 s from writes and ``query()`` (see :mod:`.foreign`).
 """
 
 from __future__ import annotations
@@ -52,12 +52,10 @@ import os
 import random
 import re
 import stat
-import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
@@ -88,6 +86,7 @@ from workmem.records import Resource, Unset
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
+from .foreign import foreign_sqlite, own
 from .readonly import refused_pragma, refused_program
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
@@ -104,13 +103,8 @@ _REMOTE_SCHEMES = {
 }
 _log = logging.getLogger("workmem.adapters.libsql")
 
-_OTHER_SQLITES = ("_sqlite3", "apsw")
-"""Modules embedding a second copy of SQLite: only while one is loaded can a file be open twice, locks unshared."""
 _FOREIGN_CHECK_INTERVAL = 10.0
 """Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
-_opened: Counter[str] = Counter()
-"""Connections the ``libsql`` driver holds open for workmem in this process, by real path of the database file."""
-_opened_lock = threading.Lock()
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
 _UNAVAILABLE_MESSAGES = (
@@ -290,47 +284,6 @@ def _error_kind(exc: BaseException) -> type[WorkmemError]:
     return BackendUnavailableError if unavailable else BackendRefusedError
 
 
-def _open_descriptors(path: str) -> tuple[int, int]:
-    """How many file descriptors of this process are open on ``path`` and on its ``-shm`` file (Linux; else 0, 0)."""
-    main = shm = 0
-    shm_path = path + "-shm"
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return 0, 0
-    for name in names:
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue  # closed meanwhile
-        if target == path:
-            main += 1
-        elif target == shm_path:
-            shm += 1
-    return main, shm
-
-
-def _foreign_sqlite(path: str) -> str | None:
-    """Why another SQLite library seems to have ``path`` open in this process, or ``None``.
-
-    Each copy of SQLite keeps one descriptor on a WAL database's ``-shm`` file for all its
-    connections, and one on the database file per connection: a second ``-shm`` descriptor is
-    another SQLite library that has read the file; more database descriptors than the libsql
-    connections workmem holds is another library's connection (or one the program opened
-    through ``libsql`` itself, which is safe). Looked for only while a second SQLite library is loaded.
-    """
-    if not any(name in sys.modules for name in _OTHER_SQLITES):
-        return None
-    main, shm = _open_descriptors(path)
-    with _opened_lock:
-        own = _opened[path]
-    if shm > 1:
-        return f"{shm} SQLite libraries have its WAL index open"
-    if main > own:
-        return f"{main} descriptors are open on it, {own} of them workmem's libsql connections"
-    return None
-
-
 class _Pool:
     """Up to ``size`` connections, each lent to one thread at a time (a libSQL connection is one session).
 
@@ -405,7 +358,9 @@ class _Pool:
         self._let_go(conn)
 
     def _let_go(self, conn: Any) -> None:
+        """Let ``conn`` go; a caller that passes its last reference has it closed before it is counted out."""
         _release(conn)
+        del conn
         if self._released is not None:
             self._released()
         self._forget()
@@ -432,10 +387,9 @@ class _Pool:
     def _close_idle(self) -> None:
         while True:
             try:
-                conn = self.idle.pop()
+                self._let_go(self.idle.pop())  # its last reference, handed over
             except IndexError:
                 return
-            self._let_go(conn)
 
     def close(self, last: Callable[[Any], object] | None = None) -> None:
         """Close the pool: idle connections now, lent ones as they come back; ``last(conn)`` on an idle one first."""
@@ -572,31 +526,30 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
     def _open(self, *, reader: bool = False) -> Any:
         """A driver connection for the pool, or (``reader``) query()'s read-only connection to the file."""
         try:
-            # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
-            conn = self._driver.connect(
-                self._read_only_uri() if reader else self._target,
-                isolation_level=None,
-                timeout=0.0,
-                auth_token=self._token or "",
-            )
-            if self._durability is not None:  # a setting of the connection: no lock, no I/O
-                conn.execute(self._durability)
+            with nullcontext() if self._path is None else own.opening(self._path):  # its descriptors are workmem's
+                return self._connect(self._read_only_uri() if reader else self._target)
         except Exception as exc:
             reason = None if self._path is None else _unopenable(self._database, self._read_only)
             if reason is not None:
                 raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
             error = self._error(exc, "cannot open")
             raise error from error.__cause__
-        if self._path is not None:
-            with _opened_lock:
-                _opened[self._path] += 1
+
+    def _connect(self, target: str) -> Any:
+        # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
+        conn = self._driver.connect(target, isolation_level=None, timeout=0.0, auth_token=self._token or "")
+        if self._durability is not None:  # a setting of the connection: no lock, no I/O
+            try:
+                conn.execute(self._durability)
+            except BaseException:
+                del conn  # closed now, not when the traceback (which holds this frame) goes
+                raise
         return conn
 
     def _released(self) -> None:
-        """A connection from :meth:`_open` was let go."""
+        """A connection from :meth:`_open` was let go (and closed, unless a reference to it was kept)."""
         if self._path is not None:
-            with _opened_lock:
-                _opened[self._path] -= 1
+            own.gone(self._path)
 
     def _drop_reader(self) -> None:
         """Let query()'s read-only connection go (under ``_reader_lock``); the next query() opens another."""
@@ -617,7 +570,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         if self._path is None or (not force and now - self._last_look < _FOREIGN_CHECK_INTERVAL):
             return
         self._last_look = now
-        reason = _foreign_sqlite(self._path)
+        reason = foreign_sqlite(self._path)
         if reason is None:
             self._warned = False
         elif not self._warned:
