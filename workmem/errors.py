@@ -48,13 +48,16 @@ class WorkingMemoryFormatError(WorkmemError, ValueError):
 
 
 class WorkingMemoryTooLargeError(ValidationError):
-    """An update would make the working memory larger than the ``max_chars`` limit of its ``Memory``. Nothing changed.
+    """An update would make the working memory larger than its ``max_chars`` limit. Nothing changed.
 
-    ``size`` is the length (``len()`` of the text, as stored: the JSON text in
-    schema mode) the update would have stored, ``limit`` the limit and
-    ``current`` the length stored now. An update that does not make the memory
-    larger is never refused, so memory already above the limit can be condensed
-    step by step.
+    The limit of a ``Memory``, or one given to a storage write (``max_chars=`` of
+    ``set_working_memory``, ``merge_working_memory``, ``update_resource``,
+    ``update_thread``), decided in the write's atomic step. ``size`` is the
+    length (``len()`` of the text, as stored: the compact JSON text of a merged
+    document) the update would have stored, ``limit`` the limit and ``current``
+    the length stored now (a merge counts the stored document as compact JSON). An
+    update that does not make the memory larger is never refused, so memory
+    already above the limit can be condensed step by step.
     """
 
     def __init__(self, *, size: int, limit: int, current: int) -> None:

@@ -45,7 +45,7 @@ class AsyncMemory(MemoryBase):
     closes it. The settings (``scope``, ``template``, ``schema``, ``read_only``, ``max_chars``)
     and every method behave as ``Memory``'s; the methods that touch storage are
     coroutines, :meth:`tool_definition` and :attr:`mode` are not. Safe to share
-    between tasks: concurrent schema-mode merges are atomic in the database.
+    between tasks: concurrent schema-mode merges are atomic in the database, and so is the ``max_chars`` check.
     """
 
     _kind: ClassVar[str] = "AsyncMemory"

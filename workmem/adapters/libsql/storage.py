@@ -756,10 +756,16 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        if isinstance(working_memory, Unset) or not (metadata is None or isinstance(metadata, Unset)):
-            # A metadata merge (or a mere touch): read, merge, write in one transaction.
-            return await super()._update_resource(resource_id, working_memory, metadata, now)
+        if (
+            isinstance(working_memory, Unset)
+            or not (metadata is None or isinstance(metadata, Unset))
+            or (max_chars is not None and working_memory is not None)
+        ):
+            # A metadata merge (or a mere touch), or a size limit to check: read, decide, write in one transaction.
+            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
         # Working memory replaced, nothing merged: one upsert, atomic by itself, returning the row (as on PostgreSQL).
         statement = self.dialect.store_working_memory(resource_id, working_memory, now, returning=True)
         return resource_from_row((await self._execute(statement)).rows[0])
