@@ -214,10 +214,9 @@ def test_libsql_local_file_errors_with_a_token_given(api: str, tmp_path: Path) -
     def refused_query(storage: Any) -> Any:
         return storage.query("SELEKT 1")
 
-    if api == "sync":  # query() is on the sync storage
-        refused = failure(api, f"file:{tmp_path / 'agent.db'}", refused_query, auth_token=secret)
-        assert isinstance(refused, workmem.ValidationError), repr(refused)
-        check(refused, secret, "")
+    refused = failure(api, f"file:{tmp_path / 'agent.db'}", refused_query, auth_token=secret)
+    assert isinstance(refused, workmem.ValidationError), repr(refused)
+    check(refused, secret, "")
 
 
 # -- Upstash (through workmem's bridge to the local Redis) -----------------------------------------
@@ -368,3 +367,21 @@ def test_only_the_frames_below_connect_forget_their_locals() -> None:
     assert frames[open_it.__qualname__]["given"] == url  # the caller's frame: untouched
     below = [name for name in frames if name.startswith(("OracleStorage", "OracleHooks", "parse_oracle_url"))]
     assert below and all(frames[name] == {} for name in below), {name: frames[name] for name in below}
+
+
+def test_settings_objects_show_no_secret() -> None:
+    """What a frame of an adapter holds besides the storage (whose repr is tested in test_reliability_secrets)."""
+    from workmem.adapters.mongodb.client import Secrets
+    from workmem.adapters.oracle.storage import parse_oracle_url
+    from workmem.adapters.upstash.connection import UpstashSettings
+
+    secret = new_secret()
+    shown = [
+        parse_oracle_url(f"oracle://u:{secret}@db.example.com:1521/FREEPDB1"),
+        UpstashSettings.from_url(f"upstash+https://db.example.com?token={secret}", {}),
+        UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com", {}),
+        Secrets(f"mongodb://u:{secret}@db.example.com/agents"),
+        Secret(secret),
+    ]
+    for settings in shown:
+        assert secret not in repr(settings) and secret not in str(settings), repr(settings)
