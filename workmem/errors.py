@@ -4,7 +4,8 @@ Every adapter maps its driver's failures onto these. The cause
 (``__cause__``) of such an error is a :class:`DriverError`: a detached copy of
 the driver's exception (its class name, its message with any password or token
 masked, its SQLSTATE or error code), never the driver's live exception, whose
-connection objects, request headers and traceback may hold the credentials. A failure of the database is one of three:
+connection objects, request headers and traceback may hold the credentials.
+A failure of the database is one of three:
 :class:`BackendUnavailableError` (it could not be reached, dropped the
 connection or is shutting down) and :class:`BackendBusyError` (concurrent work
 got in the way) are worth retrying, :data:`RETRYABLE_ERRORS`;
