@@ -1,8 +1,11 @@
 """The exceptions workmem raises: one root, a few flat classes.
 
-Every adapter maps its driver's failures onto these; the original driver
-exception is kept as ``__cause__`` (``raise ... from exc``), with any password
-or token masked out of the message. A failure of the database is one of three:
+Every adapter maps its driver's failures onto these. The cause
+(``__cause__``) of such an error is a :class:`DriverError`: a detached copy of
+the driver's exception (its class name, its message with any password or token
+masked, its SQLSTATE or error code), never the driver's live exception, whose
+connection objects, request headers and traceback may hold the credentials.
+A failure of the database is one of three:
 :class:`BackendUnavailableError` (it could not be reached, dropped the
 connection or is shutting down) and :class:`BackendBusyError` (concurrent work
 got in the way) are worth retrying, :data:`RETRYABLE_ERRORS`;
@@ -16,6 +19,7 @@ __all__ = [
     "BackendBusyError",
     "BackendRefusedError",
     "BackendUnavailableError",
+    "DriverError",
     "MissingDriverError",
     "MissingTablesError",
     "ReadOnlyMemoryError",
@@ -169,7 +173,7 @@ class BackendRefusedError(WorkmemError):
     password or token), a database, schema or table that is not there, or an
     error the server raised for this statement (a type mismatch, its stack
     depth or another limit, a corrupt file). The server's message is kept, and
-    the driver's exception is the ``__cause__``.
+    the driver's exception (as a :class:`DriverError`) is the ``__cause__``.
     """
 
 
@@ -183,6 +187,35 @@ class StorageClosedError(WorkmemError):
 
 class ReadOnlyMemoryError(WorkmemError):
     """A write was attempted through a read-only ``Memory``."""
+
+
+class DriverError(Exception):
+    """A driver's exception, detached: the ``__cause__`` of the workmem error raised for it. Never raised itself.
+
+    It holds text and codes only: ``driver`` names the driver's exception class
+    (``"psycopg.errors.UndefinedTable"``), ``message`` is its message with every
+    password and token masked, ``sqlstate`` (PostgreSQL) and ``code`` (an Oracle
+    ``ORA-``/``DPY-`` code, a MongoDB error code) are kept when the driver gave
+    them, and its own ``__cause__``/``__context__`` are the driver exception's,
+    detached the same way. It has no traceback, and pickles as what it shows.
+    ``str()`` reads ``<driver>: <message>``.
+    """
+
+    def __init__(
+        self, driver: str, message: str, *, sqlstate: str | None = None, code: int | str | None = None
+    ) -> None:
+        super().__init__(driver, message)
+        self.driver = driver
+        """The driver's exception class, ``module.QualifiedName``."""
+        self.message = message
+        """Its message, secrets masked."""
+        self.sqlstate = sqlstate
+        """The SQLSTATE the server sent (PostgreSQL), if any."""
+        self.code = code
+        """The driver's or server's error code (``"ORA-00001"``, ``"DPY-6005"``, MongoDB's ``11000``), if any."""
+
+    def __str__(self) -> str:
+        return f"{self.driver}: {self.message}"
 
 
 RETRYABLE_ERRORS: tuple[type[WorkmemError], ...] = (BackendUnavailableError, BackendBusyError)

@@ -25,6 +25,7 @@ from workmem.agent.flows import BlockingPort, MemoryBase, StoragePort, ToolResul
 from workmem.agent.schema import SchemaInput
 from workmem.errors import ValidationError
 from workmem.flows import run_sync
+from workmem.masking import Secret, forgets_locals
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
 from workmem.storage import MemoryStorage
@@ -75,9 +76,10 @@ class Memory(MemoryBase):
 
     _kind: ClassVar[str] = "Memory"
 
+    @forgets_locals  # a URL given as storage is in the frames below
     def __init__(
         self,
-        storage: MemoryStorage | str | os.PathLike[str],
+        storage: MemoryStorage | str | os.PathLike[str] | Secret,
         *,
         scope: Scope = "resource",
         template: str | None = None,
@@ -86,7 +88,7 @@ class Memory(MemoryBase):
         max_chars: int | None = None,
     ) -> None:
         super().__init__(scope=scope, template=template, schema=schema, read_only=read_only, max_chars=max_chars)
-        if isinstance(storage, str | os.PathLike):  # a URL, or the path of a libSQL file
+        if isinstance(storage, str | os.PathLike | Secret):  # a URL (maybe held as a Secret), or a libSQL file's path
             # read-only: create nothing either (a SELECT-only role, a read-only file)
             self.storage: MemoryStorage = connect(storage, create=False) if read_only else connect(storage)
             self._owns_storage = True

@@ -76,10 +76,12 @@ from workmem.errors import (
 from workmem.kit import (
     check_number,
     check_options,
+    detach,
     driver_error,
     import_driver,
     mask_url,
     query_pairs,
+    raise_unchained,
     scheme_of,
     split_userinfo,
 )
@@ -552,9 +554,10 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         except Exception as exc:
             reason = None if self._path is None else _unopenable(self._database, self._read_only)
             if reason is not None:
-                raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
-            error = self._error(exc, "cannot open")
-            raise error from error.__cause__
+                refused = ValidationError(f"libSQL cannot open {self._url}: {reason}")
+                refused.__cause__ = detach(exc, self._token)
+                raise_unchained(refused)
+            raise_unchained(self._error(exc, "cannot open"))
         if self._path is not None:
             with _opened_lock:
                 _opened[self._path] += 1
@@ -602,8 +605,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         except WorkmemError:
             raise
         except (ValueError, self._driver.Error) as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+            raise_unchained(self._error(exc))
 
     def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` until the database is not busy (a busy statement did nothing), up to ``busy_timeout`` s."""
@@ -689,9 +691,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                     conn.execute("PRAGMA query_only=OFF")
         except (ValueError, self._driver.Error) as exc:
             if _is_busy(exc):
-                error = self._error(exc)
-                raise error from error.__cause__
-            raise ValidationError(f"query() on {self._url} refused: {exc}") from exc
+                raise_unchained(self._error(exc))
+            raise_unchained(driver_error(ValidationError, f"query() on {self._url} refused", exc, self._token))
 
     def _run(self, conn: Any, statement: Statement) -> Result:
         sql, params = self.dialect.render(statement)
@@ -743,8 +744,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             healthy = True
             return result
         except (ValueError, self._driver.Error) as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+            raise_unchained(self._error(exc))
         finally:
             self._pool.give(conn, healthy)
 

@@ -99,7 +99,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
-from workmem.kit import import_driver
+from workmem.kit import import_driver, raise_unchained
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Thread, ThreadPage, Unset
 from workmem.storage import MemoryStorage
 
@@ -322,7 +322,7 @@ class MongoHooks(StorageHooks):
             except self._errors.PyMongoError as exc:
                 if not is_duplicate_key(self._errors, exc):
                     raise
-                raise ThreadExistsError(thread.id) from None  # the unique index on id refused it
+                raise_unchained(ThreadExistsError(thread.id))  # the unique index on id refused it
         return thread
 
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
@@ -339,7 +339,9 @@ class MongoHooks(StorageHooks):
                 # The id exists but not with this owner; owners never change, so one read decides.
                 holder = await threads.find_one({"id": thread.id}, {"resourceId": 1})
                 if holder is not None and holder.get("resourceId") != thread.resource_id:
-                    raise ThreadOwnershipError(thread.id, thread.resource_id) from exc
+                    refused = ThreadOwnershipError(thread.id, thread.resource_id)
+                    refused.__cause__ = self._secrets.detach(exc)
+                    raise_unchained(refused)
                 return None  # a same-owner insert raced ours, or the other owner's thread was just deleted
             if created.upserted:
                 return thread
