@@ -14,6 +14,8 @@ got in the way) are worth retrying, :data:`RETRYABLE_ERRORS`;
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "RETRYABLE_ERRORS",
     "BackendBusyError",
@@ -37,7 +39,23 @@ __all__ = [
 
 
 class WorkmemError(Exception):
-    """Root of every error workmem raises on purpose."""
+    """Root of every error workmem raises on purpose.
+
+    Every workmem error pickles and unpickles as itself (its class, message and
+    attributes), whatever its constructor takes, so it crosses a process pool.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # BaseException pickles as cls(*args): wrong for a constructor that takes other arguments.
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuilt(cls: type[WorkmemError], args: tuple[Any, ...], state: dict[str, Any]) -> WorkmemError:
+    """The error that :meth:`WorkmemError.__reduce__` pickled, rebuilt without calling its constructor."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ValidationError(WorkmemError, ValueError):
