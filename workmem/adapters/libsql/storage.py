@@ -75,10 +75,12 @@ from workmem.errors import (
 from workmem.kit import (
     check_number,
     check_options,
+    detach,
     driver_error,
     import_driver,
     mask_url,
     query_pairs,
+    raise_unchained,
     scheme_of,
     split_userinfo,
 )
@@ -531,9 +533,10 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         except Exception as exc:
             reason = None if self._path is None else _unopenable(self._database, self._read_only)
             if reason is not None:
-                raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
-            error = self._error(exc, "cannot open")
-            raise error from error.__cause__
+                refused = ValidationError(f"libSQL cannot open {self._url}: {reason}")
+                refused.__cause__ = detach(exc, self._token)
+                raise_unchained(refused)
+            raise_unchained(self._error(exc, "cannot open"))
 
     def _connect(self, target: str) -> Any:
         # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
@@ -595,8 +598,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         except WorkmemError:
             raise
         except (ValueError, self._driver.Error) as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+            raise_unchained(self._error(exc))
 
     def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` until the database is not busy (a busy statement did nothing), up to ``busy_timeout`` s."""
@@ -696,9 +698,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                     conn.execute("PRAGMA query_only=OFF")
         except (ValueError, self._driver.Error) as exc:
             if _is_busy(exc):
-                error = self._error(exc)
-                raise error from error.__cause__
-            raise ValidationError(f"query() on {self._url} refused: {exc}") from exc
+                raise_unchained(self._error(exc))
+            raise_unchained(driver_error(ValidationError, f"query() on {self._url} refused", exc, self._token))
 
     def _run(self, conn: Any, statement: Statement) -> Result:
         sql, params = self.dialect.render(statement)
@@ -750,8 +751,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             healthy = True
             return result
         except (ValueError, self._driver.Error) as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+            raise_unchained(self._error(exc))
         finally:
             self._pool.give(conn, healthy)
 
@@ -763,10 +763,16 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        if isinstance(working_memory, Unset) or not (metadata is None or isinstance(metadata, Unset)):
-            # A metadata merge (or a mere touch): read, merge, write in one transaction.
-            return await super()._update_resource(resource_id, working_memory, metadata, now)
+        if (
+            isinstance(working_memory, Unset)
+            or not (metadata is None or isinstance(metadata, Unset))
+            or (max_chars is not None and working_memory is not None)
+        ):
+            # A metadata merge (or a mere touch), or a size limit to check: read, decide, write in one transaction.
+            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
         # Working memory replaced, nothing merged: one upsert, atomic by itself, returning the row (as on PostgreSQL).
         statement = self.dialect.store_working_memory(resource_id, working_memory, now, returning=True)
         return resource_from_row((await self._execute(statement)).rows[0])
