@@ -79,8 +79,8 @@ def refused_program(program: Sequence[Sequence[Any]]) -> str | None:
         opcode, p4 = row[1], str(row[5])
         if opcode in ("AutoCommit", "Savepoint"):
             return (
-                "query() runs each statement in a read transaction of its own: BEGIN, SAVEPOINT, COMMIT, "
-                "RELEASE and ROLLBACK are refused (a transaction left open would keep query() on an old snapshot)"
+                "each statement runs in a read transaction of its own: BEGIN, SAVEPOINT, COMMIT, RELEASE "
+                "and ROLLBACK are refused (a transaction left open would keep query() on an old snapshot)"
             )
         into = opcode == "Vacuum" and row[3] != 0  # P2: the register of the INTO file name (0: this file)
         if into or p4.startswith(("sqlite_attach(", "sqlite_detach(")):
