@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from workmem.errors import (
     MissingTablesError,
@@ -40,6 +40,8 @@ from workmem.validation import (
 )
 
 __all__ = [
+    "CREATE_FALSE_ADVICE",
+    "MISSING_TABLES_ADVICE",
     "ListQuery",
     "ScopeTarget",
     "check_create",
@@ -122,12 +124,18 @@ def check_create(create: object) -> bool:
     return create
 
 
+MISSING_TABLES_ADVICE: Final = (
+    "connect(url, create=False) creates nothing: connect once without create=False, as a user that may create "
+    "tables, to create them"
+)
+"""What :func:`missing_tables` advises (the ``workmem`` command says it with its ``--no-create`` instead)."""
+CREATE_FALSE_ADVICE: Final = "a role that may not create tables connects with create=False"
+"""What an adapter adds to the error of creating its tables without the privilege (the command: ``--no-create``)."""
+
+
 def missing_tables(where: str, names: list[str]) -> MissingTablesError:
     """The error of ``connect(url, create=False)`` finding ``names`` missing in ``where`` (a masked URL)."""
-    error = MissingTablesError(
-        f"{where} has no {', '.join(names)}, which workmem needs; connect(url, create=False) creates nothing: "
-        "connect once without create=False, as a user that may create tables, to create them"
-    )
+    error = MissingTablesError(f"{where} has no {', '.join(names)}, which workmem needs; {MISSING_TABLES_ADVICE}")
     error.tables = tuple(names)
     return error
 

@@ -11,8 +11,13 @@ check passed (1 if a check failed, 2 if the suite could not run or an argument i
 Ctrl-C). Without ``URL`` it uses the embedded libSQL default, a ``workmem.db`` in a fresh
 temporary folder (or ``memory://`` when the libSQL adapter is not available).
 
-``workmem copy SRC_URL DST_URL [--overwrite] [--verify] [--page-size N]``, ``workmem export URL [-o FILE]``
-and ``workmem import URL FILE`` move records between backends (see :mod:`workmem.transfer.cli`).
+``workmem copy SRC_URL DST_URL [--overwrite] [--verify] [--no-create] [--page-size N]``, ``workmem export URL
+[-o FILE]`` and ``workmem import URL FILE [--no-create]`` move records between backends (see
+:mod:`workmem.transfer.cli`).
+
+When the reader of its output goes away (``workmem export URL | head -1``), a
+command stops quietly with status 141 (128 + SIGPIPE), as a program that the
+closed pipe stops does.
 """
 
 from __future__ import annotations
@@ -233,6 +238,21 @@ def _given(url: str, err: TextIO) -> Iterator[str]:
     yield url
 
 
+CLOSED_PIPE = 141
+"""The exit status when the reader of the output went away: 128 + SIGPIPE (13), what a shell reports for a
+program the closed pipe stopped (``yes | head -1``)."""
+
+
+def _discard_output(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at the null device, so that flushing it at exit raises nothing more."""
+    with suppress(OSError, ValueError, AttributeError):  # no file descriptor (a StringIO): nothing to flush there
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)
+
+
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Entry point of the ``workmem`` console script; returns the exit status."""
     if not faulthandler.is_enabled():
@@ -258,6 +278,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except KeyboardInterrupt:
         print("\nworkmem: interrupted", file=err, flush=True)
         return 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+    except BrokenPipeError:  # the reader of the output went away (| head): stop quietly
+        _discard_output(out)
+        return CLOSED_PIPE
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown commands
 
 

@@ -45,12 +45,14 @@ def to_iso(value: datetime) -> str:
 _SHORT_YEAR = re.compile(r"(\d{1,3})(?=-\d\d-\d\d)")
 
 
-def from_iso(text: str) -> datetime:
-    """Parse an ISO-8601 timestamp (``Z`` or an offset; naive text is taken as UTC).
+def from_iso(text: str, *, zone_required: bool = False) -> datetime:
+    """Parse an ISO-8601 timestamp (``Z`` or an offset; naive text is taken as UTC unless ``zone_required``).
 
     A year of fewer than four digits (``1-01-01T…``, as earlier workmem versions
     wrote years before 1000) is read as that year. Raises ``ValueError`` for
-    text that is no timestamp.
+    text that is no timestamp, :class:`ValidationError` for one outside years 1
+    to 9999 in UTC and, with ``zone_required``, for one without a time zone (a
+    date alone, or a time without ``Z`` or an offset).
     """
     text = text.strip().replace(" ", "T", 1)
     short = _SHORT_YEAR.match(text)
@@ -58,5 +60,9 @@ def from_iso(text: str) -> datetime:
         text = short.group(1).zfill(4) + text[short.end() :]
     parsed = datetime.fromisoformat(text)
     if parsed.tzinfo is None:
+        if zone_required:
+            raise ValidationError(
+                "no time zone (Z or an offset such as +02:00); a time without one is not taken as UTC"
+            )
         parsed = parsed.replace(tzinfo=UTC)
     return normalize(parsed)

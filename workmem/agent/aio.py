@@ -28,6 +28,7 @@ from workmem.agent.flows import MemoryBase, StoragePort, ToolResult
 from workmem.agent.schema import SchemaInput
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import ValidationError
+from workmem.masking import Secret, forgets_locals_async
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect_async
 from workmem.storage import MemoryStorage
@@ -45,7 +46,7 @@ class AsyncMemory(MemoryBase):
     closes it. The settings (``scope``, ``template``, ``schema``, ``read_only``, ``max_chars``)
     and every method behave as ``Memory``'s; the methods that touch storage are
     coroutines, :meth:`tool_definition` and :attr:`mode` are not. Safe to share
-    between tasks: concurrent schema-mode merges are atomic in the database.
+    between tasks: concurrent schema-mode merges are atomic in the database, and so is the ``max_chars`` check.
     """
 
     _kind: ClassVar[str] = "AsyncMemory"
@@ -68,9 +69,10 @@ class AsyncMemory(MemoryBase):
         self._owns_storage = False
 
     @classmethod
+    @forgets_locals_async  # the URL is in the frames below
     async def open(
         cls,
-        url: str | os.PathLike[str],
+        url: str | os.PathLike[str] | Secret,
         *,
         scope: Scope = "resource",
         template: str | None = None,
@@ -85,7 +87,7 @@ class AsyncMemory(MemoryBase):
         opens with ``create=False`` (nothing is created: a SELECT-only role, a
         read-only file works). ``options`` go to ``connect_async`` (pool sizes, timeouts, ...).
         """
-        if not isinstance(url, str | os.PathLike):
+        if not isinstance(url, str | os.PathLike | Secret):
             raise ValidationError(f"url must be a URL string or a path, not {type(url).__name__}")
         memory = cls.__new__(cls)
         # The settings first, as the constructor checks them: a bad one raises before any connection.

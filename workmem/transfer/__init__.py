@@ -10,13 +10,14 @@ commands (:mod:`workmem.transfer.cli`). The export format is documented in
 from __future__ import annotations
 
 from workmem.transfer.engine import copy, copy_async, export_records, import_records
-from workmem.transfer.format import FORMAT, VERSION, BadLine, parse_record, record_line
+from workmem.transfer.format import FORMAT, MAX_LINE_BYTES, VERSION, BadLine, parse_record, record_line
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
 from workmem.transfer.verify import verify
 
 __all__ = [
     "FORMAT",
+    "MAX_LINE_BYTES",
     "VERSION",
     "BadLine",
     "Issue",

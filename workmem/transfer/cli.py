@@ -4,25 +4,36 @@ Exit status: 0 when everything was copied (or skipped as identical) and, with
 ``--verify``, both sides match; 1 on a conflict, an unreadable record, a
 difference or a bad import line (each printed on stdout as it is found, the
 summary after); 2 when the run could not start or stopped on an error (a URL
-that cannot be opened, a backend that failed); 130 on Ctrl-C. Progress goes to
-stderr: a bar (records, rate, ETA) on a terminal, a log line every few seconds
-otherwise.
+that cannot be opened, a backend that failed); 130 on Ctrl-C; 141 (128 +
+SIGPIPE), with no message, when the reader of its output went away
+(``workmem export URL | head -1``). Progress goes to stderr: a bar (records,
+rate, ETA) on a terminal, a log line every few seconds otherwise.
+
+``--no-create`` (``copy``, ``import``) opens the destination with
+``create=False``: nothing is created there, so a role that may write rows but
+not create tables can write into tables that exist. It is a flag, not a URL
+parameter: a URL's query belongs to its backend's driver (libpq, pymongo, ...,
+which refuse a ``create`` they do not know), and the same URL serves the role
+that creates the tables and the one that only writes rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, TextIO, cast
+from typing import BinaryIO, Final, TextIO, cast
 
+from workmem.checks import CREATE_FALSE_ADVICE, MISSING_TABLES_ADVICE
 from workmem.errors import WorkmemError
-from workmem.transfer.engine import DEFAULT_PAGE_SIZE, copy, export_records, import_records
+from workmem.transfer.engine import DEFAULT_PAGE_SIZE, DESTINATION_NOTE, copy, export_records, import_records
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
 
@@ -51,6 +62,16 @@ def _add_page_size(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_no_create(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-create",
+        dest="create",
+        action="store_false",
+        help="create nothing in the destination, whose tables must exist: for a role that may write rows but not "
+        "create tables (Python: create=False)",
+    )
+
+
 def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``copy``, ``export`` and ``import`` subcommands."""
     copy_parser = commands.add_parser(
@@ -68,6 +89,7 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="replace records that differ in DST (a thread owned by another resource there stays a conflict)",
     )
     copy_parser.add_argument("--verify", action="store_true", help="then compare both sides record by record")
+    _add_no_create(copy_parser)
     _add_page_size(copy_parser)
     export_parser = commands.add_parser(
         "export", help="write every record to a JSON Lines file (docs/export-format.md)"
@@ -79,6 +101,7 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     import_parser.add_argument("url", metavar="URL", help="the backend to write (tables created if missing)")
     import_parser.add_argument("file", metavar="FILE", help="the export to read ('-': standard input)")
     import_parser.add_argument("--overwrite", action="store_true", help="as for copy")
+    _add_no_create(import_parser)
     _add_page_size(import_parser)
 
 
@@ -105,21 +128,58 @@ class _TextSink(io.RawIOBase):
 
 @contextmanager
 def _output(name: str | None, out: TextIO) -> Iterator[BinaryIO]:
-    """Standard output, or ``name`` written whole: to a temporary file beside it, renamed when complete."""
+    """Standard output, or the file ``name``.
+
+    A regular file (or a new one) is written whole: to a temporary file beside
+    it, renamed over it when complete (through a symbolic link: beside its
+    target, which is replaced, the link kept). Anything else that exists (a
+    FIFO, a device such as ``/dev/stdout``) is written in place: a rename would
+    put a regular file in its stead.
+    """
     if name is None or name == "-":
         target = _binary(out)
         yield target if target is not None else _TextSink(out)  # type: ignore[misc]
         (target or out).flush()
         return
-    path = Path(name)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent or Path("."))
+    try:
+        mode: int | None = os.stat(name).st_mode
+    except FileNotFoundError:  # a new file (or a link to one)
+        mode = None
+    except OSError as exc:
+        raise _naming(exc, name) from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), name)
+    if mode is not None and not stat.S_ISREG(mode):
+        with _named(name):
+            file = open(name, "wb")  # noqa: SIM115 (closed by the with below)
+        with file:
+            yield file
+        return
+    path = Path(os.path.realpath(name))
+    with _named(name):
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as file:
             yield file
-        os.replace(temporary, path)
+        with _named(name):
+            os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _naming(exc: OSError, name: str) -> OSError:
+    """``exc`` told of ``name``, the path the user gave (not the temporary file beside it)."""
+    return exc if exc.errno is None else type(exc)(exc.errno, exc.strerror, name)
+
+
+@contextmanager
+def _named(name: str) -> Iterator[None]:
+    """An ``OSError`` raised inside names ``name`` (:func:`_naming`)."""
+    try:
+        yield
+    except OSError as exc:
+        raise _naming(exc, name) from None
 
 
 def _count_lines(path: Path) -> int:
@@ -132,6 +192,23 @@ def _count_lines(path: Path) -> int:
 
 def _printer(progress: Progress, out: TextIO) -> Callable[[Issue], None]:
     return lambda issue: progress.message(str(issue), out)
+
+
+_COMMAND_LINE_ADVICE: Final = {
+    CREATE_FALSE_ADVICE: "a role that may write rows but not create tables writes into tables that exist with "
+    "--no-create",
+    MISSING_TABLES_ADVICE: "--no-create creates nothing: run once without --no-create, as a role that may create "
+    "tables, to create them",
+}
+"""The advice of an error opening the destination, as the command line takes it (a flag, not ``create=False``)."""
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if DESTINATION_NOTE in getattr(exc, "__notes__", ()):
+        for advice, instead in _COMMAND_LINE_ADVICE.items():
+            text = text.replace(advice, instead)
+    return text
 
 
 def _finish(command: str, report: TransferReport, progress: Progress, out: TextIO) -> int:
@@ -156,6 +233,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[st
                 args.dst_url,
                 overwrite=args.overwrite,
                 verify=args.verify,
+                create=args.create,
                 page_size=args.page_size,
                 progress=progress,
                 on_issue=_printer(progress, out),
@@ -177,6 +255,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[st
                 args.url,
                 stdin,
                 overwrite=args.overwrite,
+                create=args.create,
                 page_size=args.page_size,
                 progress=progress,
                 on_issue=_printer(progress, out),
@@ -189,12 +268,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[st
                     args.url,
                     lines,
                     overwrite=args.overwrite,
+                    create=args.create,
                     page_size=args.page_size,
                     progress=progress,
                     total=total,
                     on_issue=_printer(progress, out),
                 )
         return _finish("import", report, progress, out)
+    except BrokenPipeError:
+        raise  # the reader of the output went away: the command ends quietly (workmem.cli)
     except (WorkmemError, OSError, ValueError, TypeError) as exc:
-        progress.message(mask(f"workmem {args.command}: error: {type(exc).__name__}: {exc}"), err)
+        progress.message(mask(f"workmem {args.command}: error: {_error_text(exc)}"), err)
         return 2

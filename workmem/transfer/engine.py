@@ -36,7 +36,9 @@ from typing import Any, BinaryIO, Final, Literal
 
 from workmem import flows
 from workmem.aio import AsyncMemoryStorage
+from workmem.errors import WorkmemError
 from workmem.flows import StorageHooks, run_sync
+from workmem.masking import forgets_locals, forgets_locals_async
 from workmem.records import RecordPage, Resource, Thread
 from workmem.storage import MemoryStorage
 from workmem.transfer.concurrency import Pending, Runner, TaskRunner, ThreadRunner
@@ -47,6 +49,7 @@ from workmem.transfer.format import (
     field_values,
     parse_header,
     parse_record,
+    read_lines,
     record_line,
 )
 from workmem.transfer.progress import Progress
@@ -54,6 +57,7 @@ from workmem.transfer.report import Issue, TransferReport
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "DESTINATION_NOTE",
     "KINDS",
     "WRITES_IN_FLIGHT",
     "AsyncStorageLike",
@@ -76,6 +80,8 @@ One write at a time leaves a server idle while Python reads and encodes the next
 single statement uses one server process. Measured here (libSQL -> PostgreSQL, 100,000 threads,
 2 shared cores, interleaved runs, medians): 1 in flight 2.3x psycopg COPY, 2 1.6-2.4x, 4 1.3-2.0x.
 """
+DESTINATION_NOTE: Final = "(raised opening the destination)"
+"""The note (``exc.__notes__``) on an error raised opening the destination of a copy or import by its URL."""
 StorageLike = MemoryStorage | str | os.PathLike[str]
 """An open (sync) storage, used and left open, or a URL, opened and closed here."""
 AsyncStorageLike = AsyncMemoryStorage | str | os.PathLike[str]
@@ -139,11 +145,23 @@ def _refuse(storage: object, api: str) -> TypeError:
 
 
 @contextmanager
-def opened(storage: StorageLike, *, create: bool) -> Iterator[MemoryStorage]:
+def _noted(note: str | None) -> Iterator[None]:
+    """A :class:`WorkmemError` raised inside gets ``note`` (when given), so a caller can tell where it arose."""
+    try:
+        yield
+    except WorkmemError as exc:
+        if note is not None:
+            exc.add_note(note)
+        raise
+
+
+@contextmanager
+def opened(storage: StorageLike, *, create: bool, note: str | None = None) -> Iterator[MemoryStorage]:
     """``storage`` itself when open (left open), else ``workmem.connect(storage, create=create)``, closed after.
 
     A source is opened with ``create=False``: a copy, export or verify changes nothing in it (a
     database only the TypeScript adapters wrote stays without workmem's tables and triggers).
+    ``note``: added to an error of the opening (:data:`DESTINATION_NOTE` for a destination).
     """
     if isinstance(storage, MemoryStorage):
         yield storage
@@ -152,12 +170,16 @@ def opened(storage: StorageLike, *, create: bool) -> Iterator[MemoryStorage]:
         raise _refuse(storage, "sync")
     from workmem.registry import connect
 
-    with connect(storage, create=create) as connection:
+    with _noted(note):
+        connection = connect(storage, create=create)
+    with connection:
         yield connection
 
 
 @asynccontextmanager
-async def opened_async(storage: AsyncStorageLike, *, create: bool) -> AsyncIterator[AsyncMemoryStorage]:
+async def opened_async(
+    storage: AsyncStorageLike, *, create: bool, note: str | None = None
+) -> AsyncIterator[AsyncMemoryStorage]:
     """:func:`opened` for the async API: ``storage`` itself when open, else ``workmem.connect_async``."""
     if isinstance(storage, AsyncMemoryStorage):
         yield storage
@@ -166,7 +188,9 @@ async def opened_async(storage: AsyncStorageLike, *, create: bool) -> AsyncItera
         raise _refuse(storage, "async")
     from workmem.registry import connect_async
 
-    async with await connect_async(storage, create=create) as connection:
+    with _noted(note):
+        connection = await connect_async(storage, create=create)
+    async with connection:
         yield connection
 
 
@@ -355,12 +379,14 @@ async def _copy(
         await compare(source, target, report=report, page_size=page_size, progress=progress, source_unreadable=False)
 
 
+@forgets_locals  # a URL given is in the frames below
 def copy(
     src: StorageLike,
     dst: StorageLike,
     *,
     overwrite: bool = False,
     verify: bool = False,
+    create: bool = True,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: Progress | None = None,
     on_issue: Callable[[Issue], None] | None = None,
@@ -377,6 +403,10 @@ def copy(
     (see :mod:`workmem.transfer.engine`). Records the source cannot read are
     reported as ``unreadable``. ``verify``: then compare both sides record by
     record (:func:`workmem.transfer.verify.compare`), differences reported.
+    ``create``: whether ``dst``, given as a URL, is opened creating its missing
+    tables (``False``: nothing is created, for a role that may write rows but
+    not create tables; the tables must exist, else
+    :class:`~workmem.errors.MissingTablesError`).
     ``page_size`` records (1 to 10,000) are read and written at a time.
     ``progress`` shows the run; ``on_issue`` is called with each problem as it
     is found. :attr:`TransferReport.ok` is false on any conflict, unreadable
@@ -385,7 +415,7 @@ def copy(
     report = TransferReport(on_issue=on_issue)
     with (
         opened(src, create=False) as source,
-        opened(dst, create=True) as target,
+        opened(dst, create=create, note=DESTINATION_NOTE) as target,
         ThreadRunner(1 + WRITES_IN_FLIGHT) as runner,
     ):
         run_sync(
@@ -403,12 +433,14 @@ def copy(
     return report
 
 
+@forgets_locals_async  # a URL given is in the frames below
 async def copy_async(
     src: AsyncStorageLike,
     dst: AsyncStorageLike,
     *,
     overwrite: bool = False,
     verify: bool = False,
+    create: bool = True,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: Progress | None = None,
     on_issue: Callable[[Issue], None] | None = None,
@@ -421,7 +453,7 @@ async def copy_async(
     report = TransferReport(on_issue=on_issue)
     async with (
         opened_async(src, create=False) as source,
-        opened_async(dst, create=True) as target,
+        opened_async(dst, create=create, note=DESTINATION_NOTE) as target,
         TaskRunner() as runner,
     ):
         await _copy(
@@ -437,6 +469,7 @@ async def copy_async(
     return report
 
 
+@forgets_locals  # a URL given is in the frames below
 def export_records(
     src: StorageLike,
     out: BinaryIO,
@@ -485,35 +518,43 @@ class _Batch:
         self.ids: set[str] = set()
 
 
+@forgets_locals  # a URL given is in the frames below
 def import_records(
     dst: StorageLike,
-    lines: Iterable[bytes],
+    lines: BinaryIO | Iterable[bytes],
     *,
     overwrite: bool = False,
+    create: bool = True,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: Progress | None = None,
     total: int | None = None,
     on_issue: Callable[[Issue], None] | None = None,
 ) -> TransferReport:
-    """Import an export (``lines``: its lines as bytes, e.g. a file opened ``"rb"``) into ``dst``.
+    """Import an export into ``dst``: ``lines`` is a binary stream (a file opened ``"rb"``) or its lines as bytes.
 
     Each line is parsed and validated whole before anything of it is written;
-    a bad one is reported (``bad line``, with its number) and skipped, and the
-    import goes on. The insert / skip / conflict rules are :func:`copy`'s. A
-    first line that is no export header imports nothing. ``total``: the number
-    of lines, for the progress bar.
+    a bad one (whatever is wrong with it) is reported (``bad line``, with its
+    number) and skipped, and the import goes on. A stream is read in bounded
+    memory: a line longer than :data:`~workmem.transfer.format.MAX_LINE_BYTES`
+    is a bad line, skipped without being held whole. The insert / skip /
+    conflict rules and ``create`` are :func:`copy`'s. A first line that is no
+    export header imports nothing. ``total``: the number of lines, for the
+    progress bar. Lines that are not bytes (a file opened in text mode) raise
+    :class:`~workmem.errors.ValidationError`.
     """
     report = TransferReport(on_issue=on_issue)
-    numbered = enumerate(lines, 1)
+    numbered = read_lines(lines)
     first = next(numbered, None)
     try:
         if first is None:
             raise BadLine("the file is empty (an export starts with its header line)")
+        if isinstance(first[1], BadLine):
+            raise first[1]
         parse_header(first[1])
     except BadLine as exc:
         report.add(Issue("bad line", None, None, str(exc), 1))
         return report
-    with opened(dst, create=True) as target:
+    with opened(dst, create=create, note=DESTINATION_NOTE) as target:
         run_sync(
             _import(target, numbered, report, overwrite=overwrite, page_size=page_size, progress=progress, total=total)
         )
@@ -522,7 +563,7 @@ def import_records(
 
 async def _import(
     target: StorageHooks,
-    numbered: Iterator[tuple[int, bytes]],
+    numbered: Iterator[tuple[int, bytes | BadLine]],
     report: TransferReport,
     *,
     overwrite: bool,
@@ -550,9 +591,11 @@ async def _import(
     if progress is not None:
         progress.start("import", None if total is None else max(total - 1, 0))
     for number, raw in numbered:
-        if not raw.strip():
+        if not isinstance(raw, BadLine) and not raw.strip():
             continue
         try:
+            if isinstance(raw, BadLine):
+                raise raw
             record = parse_record(raw)
         except BadLine as exc:
             report.add(Issue("bad line", None, None, str(exc), number))

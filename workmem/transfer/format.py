@@ -9,28 +9,35 @@ timestamps as ISO-8601 UTC with milliseconds (``2025-01-02T03:04:05.678Z``),
 a float with an integral value (within +/- (2**53 - 1)) written as the integer.
 So the same records always give the same bytes, whichever backend they come
 from, and :func:`record_line` doubles as the test of "identical records".
+
+A line is at most :data:`MAX_LINE_BYTES` long: the longest canonical line of a
+record within the input rules (:mod:`workmem.validation`). A reader refuses a
+longer line while reading it (:func:`read_lines`), in bounded memory.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Final
 
 from workmem.errors import ValidationError
 from workmem.records import Resource, Thread
 from workmem.timestamps import from_iso, to_iso
-from workmem.validation import MAX_SAFE_INT
+from workmem.validation import MAX_ID_BYTES, MAX_SAFE_INT, MAX_TEXT_BYTES, MAX_TITLE_BYTES
 
 __all__ = [
     "FORMAT",
     "HEADER_LINE",
+    "MAX_LINE_BYTES",
     "VERSION",
     "BadLine",
     "Record",
     "field_values",
     "parse_header",
     "parse_record",
+    "read_lines",
     "record_line",
 ]
 
@@ -44,8 +51,23 @@ Record = Resource | Thread
 RESOURCE_FIELDS: Final = ("kind", "id", "working_memory", "metadata", "created_at", "updated_at")
 THREAD_FIELDS: Final = ("kind", "id", "resource_id", "title", "metadata", "created_at", "updated_at")
 
+_ESCAPED_BYTE: Final = 6
+"""The longest JSON text of one byte of UTF-8 text: a control character, written ``\\u0001`` (canonically too)."""
+MAX_LINE_BYTES: Final = (
+    _ESCAPED_BYTE * (2 * MAX_ID_BYTES + MAX_TITLE_BYTES + MAX_TEXT_BYTES)  # a thread's ids, title, working memory
+    + MAX_TEXT_BYTES  # the rest of its metadata, whose limit is on its JSON text already
+    + 512  # the field names, quotes and punctuation, two timestamps
+)
+"""The longest line (newline not counted) of the format: 29,372,928 bytes, about 28 MiB.
 
-class BadLine(ValueError):
+The canonical line of a thread whose ids, title and working memory are as
+long as the input rules allow, each byte a control character written as a
+six-byte escape, and whose other metadata takes its 4 MiB of JSON text; a
+resource's longest line is shorter. A reader refuses a longer line unread.
+"""
+
+
+class BadLine(ValidationError):
     """A line of an export that is no valid header or record; ``str()`` says why (never with the line's text)."""
 
 
@@ -107,13 +129,27 @@ def _float(text: str) -> float:
     return value
 
 
+_SAFE_DIGITS: Final = len(str(MAX_SAFE_INT))
+
+
+def _int(text: str) -> int:
+    """An integer of the line, refused before conversion when its digits alone put it out of range."""
+    digits = len(text) - text.startswith("-")
+    if digits > _SAFE_DIGITS or abs(value := int(text)) > MAX_SAFE_INT:
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({digits:,} digits)"
+        raise BadLine(f"the integer {shown} is outside +/-(2**53 - 1)")
+    return value
+
+
 def _loads(raw: bytes) -> Any:
     try:
-        text = raw.decode("utf-8")
+        text = _check_bytes(raw).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadLine(f"not UTF-8 (byte {exc.start + 1})") from None
     try:
-        return json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_constant, parse_float=_float)
+        return json.loads(
+            text, object_pairs_hook=_object_pairs, parse_constant=_constant, parse_float=_float, parse_int=_int
+        )
     except json.JSONDecodeError as exc:
         raise BadLine(f"not JSON: {exc.msg} at column {exc.colno}") from None
     except RecursionError:
@@ -137,9 +173,11 @@ def _timestamp(value: object, name: str) -> Any:
     if not isinstance(value, str):
         raise BadLine(f"{name} must be an ISO-8601 string")
     try:
-        return from_iso(value)
-    except (ValueError, ValidationError) as exc:
-        raise BadLine(f"{name} is no ISO-8601 timestamp with a time zone: {exc}") from None
+        return from_iso(value, zone_required=True)
+    except ValidationError as exc:  # out of range, or no time zone
+        raise BadLine(f"{name}: {exc}") from None
+    except ValueError:  # what fromisoformat cannot read (its message quotes the text: left out)
+        raise BadLine(f"{name} is no ISO-8601 timestamp with a time zone") from None
 
 
 def parse_record(raw: bytes) -> Record:
@@ -178,3 +216,44 @@ def parse_record(raw: bytes) -> Record:
         )
     except ValidationError as exc:
         raise BadLine(str(exc)) from None
+
+
+def read_lines(
+    source: BinaryIO | Iterable[bytes], limit: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, bytes | BadLine]]:
+    """``(number, line)`` for each line of ``source``, from 1; a :class:`BadLine` in place of a line over ``limit``.
+
+    A stream (anything with ``readline``: a file opened ``"rb"``,
+    ``sys.stdin.buffer``) is read at most ``limit + 1`` bytes at a time: a
+    longer line is never held whole, but skipped to its newline in small
+    pieces. Other iterables are taken as lines already read (each checked
+    against ``limit`` too). A line that is not bytes raises
+    :class:`~workmem.errors.ValidationError` (a file opened in text mode).
+    """
+    readline: Callable[[int], bytes] | None = getattr(source, "readline", None)
+    if not callable(readline):
+        for number, line in enumerate(source, 1):
+            raw = _check_bytes(line)
+            yield number, _too_long(limit) if len(raw) - raw.endswith(b"\n") > limit else raw
+        return
+    number = 0
+    while raw := _check_bytes(readline(limit + 1)):
+        number += 1
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # the rest of the line, piece by piece, dropped
+                raw = _check_bytes(readline(1 << 16))
+            yield number, _too_long(limit)
+        else:
+            yield number, raw
+
+
+def _check_bytes(raw: object) -> bytes:
+    if isinstance(raw, bytes):
+        return raw
+    if isinstance(raw, bytearray | memoryview):
+        return bytes(raw)
+    raise ValidationError(f"an export is read as bytes (a file opened 'rb'), not {type(raw).__name__}")
+
+
+def _too_long(limit: int) -> BadLine:
+    return BadLine(f"longer than {limit:,} bytes, the longest line a valid record can have")

@@ -47,6 +47,7 @@ from workmem.adapters.sql import Result, SqlStorage, Statement
 from workmem.adapters.sql.dialect import KeyRead
 from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable
 from workmem.aio import AsyncMemoryStorage
+from workmem.checks import CREATE_FALSE_ADVICE
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
@@ -58,11 +59,13 @@ from workmem.flows import run_sync
 from workmem.kit import (
     check_number,
     check_options,
+    detach,
     driver_error,
     encode_userinfo,
     import_driver,
     mask_secrets,
     mask_url,
+    raise_unchained,
     split_userinfo,
     url_secrets,
 )
@@ -248,7 +251,7 @@ class _PostgresCommon(SqlStorage):
         if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
             kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
-            error.__cause__ = exc
+            error.__cause__ = detach(exc, *self._secrets)
             return error
         if self._pool is not None and self._pool.closed:
             return StorageClosedError(f"this {type(self).__name__} is closed ({self._url})")
@@ -261,9 +264,10 @@ class _PostgresCommon(SqlStorage):
         )
 
     def _raise(self, exc: BaseException) -> NoReturn:
-        """Raise the workmem error for the driver's ``exc``, secrets masked."""
+        """Raise the workmem error for the driver's ``exc``, secrets masked, ``exc`` itself reachable from nothing."""
         error = self._error(exc)
-        raise error from error.__cause__
+        del exc  # not a local of this frame in the error's traceback
+        raise_unchained(error)
 
     def _retryable(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection was lost (not a query error)."""
@@ -385,8 +389,8 @@ class _PostgresCommon(SqlStorage):
         except self._psycopg.Error as exc:
             error = self._error(exc)
             if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
-                error.args = (f"{error}; a role that may not create tables connects with create=False",)
-            raise error from error.__cause__
+                error.args = (f"{error}; {CREATE_FALSE_ADVICE}",)
+            raise_unchained(error)
 
     # -- bulk writes: a batch as one JSON document, one statement (see bulk) ----------
 

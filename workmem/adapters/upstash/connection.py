@@ -27,7 +27,16 @@ from workmem.errors import (
     ValidationError,
 )
 from workmem.flows import run_sync
-from workmem.kit import check_number, import_driver, mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
+from workmem.kit import (
+    check_number,
+    detach,
+    import_driver,
+    mask_secrets,
+    mask_url,
+    query_pairs,
+    raise_unchained,
+    split_userinfo,
+)
 
 from .scripts import SCRIPTS, Script
 from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_clients, install
@@ -213,10 +222,11 @@ class BaseRestClient(ABC):
         try:
             return await self._send(list(command))
         except ClientClosed:
-            raise self._closed_error() from None
+            raise_unchained(self._closed_error())  # nothing of the cut request (its headers hold the token)
         except Exception as exc:
             error, cause = self._failure(exc, str(command[0]))
-            raise error from cause
+            error.__cause__ = cause
+            raise_unchained(error)
 
     async def execute_batch(self, commands: Sequence[list[str | int]]) -> list[Any]:
         """Run commands in one pipeline request (not atomic); errors as :meth:`execute`."""
@@ -224,10 +234,11 @@ class BaseRestClient(ABC):
         try:
             return await self._send_batch(commands)
         except ClientClosed:
-            raise self._closed_error() from None
+            raise_unchained(self._closed_error())  # nothing of the cut request (its headers hold the token)
         except Exception as exc:
             error, cause = self._failure(exc, str(commands[0][0]) if commands else "a pipeline")
-            raise error from cause
+            error.__cause__ = cause
+            raise_unchained(error)
 
     async def evaluate(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         """Run a script by SHA-1, sending its source only when the server does not have it cached."""
@@ -258,14 +269,14 @@ class BaseRestClient(ABC):
         return StorageClosedError(f"this Upstash storage is closed ({self._where})")
 
     def _failure(self, exc: Exception, what: str) -> tuple[Exception, BaseException | None]:
-        """The workmem error for the driver's ``exc``, and the cause to chain (``None`` if it shows the token)."""
+        """The workmem error for the driver's ``exc``, and the cause to chain (the driver's exception detached)."""
         if self._closed:  # the call failed because close() ran under it
             return self._closed_error(), None
         if isinstance(exc, self._upstash_error):
             message = mask_secrets(str(exc), self._token)
             if message.startswith("NOSCRIPT"):
                 return _NoScript(message), None
-            cause = exc if mask_exception(exc, self._token) else None  # a server may echo the token
+            cause = detach(exc, self._token)  # a server may echo the token; httpx keeps it in the request
             reply = message.upper()
             if reply.startswith(_UNAVAILABLE) or "could not reach redis" in message:
                 return BackendUnavailableError(f"Upstash at {self._where}: {message}"), cause
@@ -274,7 +285,7 @@ class BaseRestClient(ABC):
             return BackendRefusedError(f"Upstash at {self._where} refused {what}: {message}"), cause
         # httpx transport errors, a body that is not JSON, ...
         detail = mask_secrets(f"{type(exc).__name__}: {exc}", self._token)
-        cause = exc if mask_exception(exc, self._token) else None
+        cause = detach(exc, self._token)
         return BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}"), cause
 
 

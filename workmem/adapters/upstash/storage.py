@@ -181,12 +181,15 @@ class UpstashHooks(StorageHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         key = self.keys.resource(resource_id)
 
         def plan(current: str | None) -> _Write[Resource]:
+            # The size limit is decided on the document read: the script writes only while it is still that one.
             old, raw = (None, None) if current is None else decode_resource(current, key, resource_id)
-            new = updated_resource(old, resource_id, working_memory, metadata, now)
+            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
             return _Write(encode_resource(new, raw), new)
 
         return await self._cas(key, resource_id, plan)
@@ -225,6 +228,7 @@ class UpstashHooks(StorageHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         key = self.keys.thread(thread_id)
 
@@ -232,7 +236,7 @@ class UpstashHooks(StorageHooks):
             if current is None:
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
-            new = updated_thread(old, title, metadata, now, owner)
+            new = updated_thread(old, title, metadata, now, owner, max_chars)
             return _Write(encode_thread(new, raw), new, new)
 
         return await self._cas(key, thread_id, plan)
@@ -314,7 +318,11 @@ class UpstashHooks(StorageHooks):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        # Merged and measured in Python on the document read (Lua's cjson writes other JSON text); the
+        # compare-and-set script stores the result only while the document is still that one.
         if target.scope == "resource":
             assert target.resource_id is not None
             owner = target.resource_id
@@ -322,7 +330,7 @@ class UpstashHooks(StorageHooks):
 
             def plan_resource(current: str | None) -> _Write[dict[str, Any]]:
                 old, raw = (None, None) if current is None else decode_resource(current, key, owner)
-                merged, text = merge_document(old.working_memory if old else None, patch)
+                merged, text = merge_document(old.working_memory if old else None, patch, max_chars)
                 new = updated_resource(old, owner, text, UNSET, now)
                 return _Write(encode_resource(new, raw), merged)
 
@@ -337,7 +345,7 @@ class UpstashHooks(StorageHooks):
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
             check_owner(old, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), patch, max_chars)
             new = with_thread_memory(old, text, now)
             return _Write(encode_thread(new, raw), merged, new)
 
