@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from backends import backend_url
+from reachable import assert_unreachable
 from tcp_proxy import TcpProxy
 from upstash_fixtures import Bridge, bridge, upstash_prefix
 
@@ -132,6 +133,9 @@ def test_upstash_sync_calls_in_flight_at_close_raise_storage_closed(bridge: Brid
             storage.close()
             outcomes = [future.result(timeout=20) for future in calls]
     assert all(type(outcome) is StorageClosedError for outcome in outcomes), outcomes
+    for outcome in outcomes:  # nothing of the request cut by close() (its Authorization header) comes along
+        assert outcome is not None
+        assert_unreachable(outcome, bridge.token)
 
 
 @pytest.mark.backend("upstash")
@@ -151,3 +155,6 @@ def test_upstash_async_calls_in_flight_at_close_raise_storage_closed(bridge: Bri
     with TcpProxy(("127.0.0.1", urlsplit(bridge.url).port or 0)) as proxy:
         outcomes = asyncio.run(main(proxy))
     assert all(type(outcome) is StorageClosedError for outcome in outcomes), outcomes
+    for outcome in outcomes:
+        assert outcome is not None
+        assert_unreachable(outcome, bridge.token)
