@@ -1,8 +1,9 @@
 """The Lua scripts the Upstash adapter runs (no I/O).
 
-None of them parses or builds JSON: Lua's cjson cannot tell ``[]`` from ``{}``
-and prints numbers with 14 significant digits, so JSON is only ever read and
-written by Python and the scripts move opaque document text. Each write is a
+None of them builds JSON: Lua's cjson cannot tell ``[]`` from ``{}`` and prints
+numbers with 14 significant digits, so JSON is only ever written by Python and
+the writing scripts move opaque document text. Only :data:`OWNED_THREADS`, which
+writes nothing, decodes documents (to compare their ``resourceId``). Each write is a
 compare-and-set: the script replaces the document (and maintains the thread
 indexes) only if the stored text is still what Python read, and otherwise
 returns the current text so Python can recompute and try again. A script also
