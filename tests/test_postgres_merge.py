@@ -141,3 +141,27 @@ def test_a_large_nested_patch_merges_exactly(storage: MemoryStorage, sql: psycop
     patch["k0"]["k00"] = None
     patch["k1"]["k11"]["k110"] = {"fresh": {"x": None, "y": [None]}}
     assert _merge_in_sql(sql, storage, dump_json(stored), patch) == dump_json(model_merge_patch(stored, patch))
+
+
+def test_large_memory_nested_deep_is_merged_under_a_row_lock(
+    storage: MemoryStorage, sql: psycopg.Connection[Any]
+) -> None:
+    """Over 256 KiB and 4 levels deep the SQL merge hands over (WM004); the row-locked merge is as exact."""
+    stored, patch = _nested(13, "old"), _nested(13, "new")  # 16,382 objects, about 400 KB
+    patch["k1"]["k10"]["k100"]["k1000"] = None
+    with pytest.raises(psycopg.Error) as raised:
+        _merge_in_sql(sql, storage, dump_json(stored), patch)
+    assert raised.value.sqlstate == "WM004"
+    with pytest.raises(psycopg.Error) as raised:  # a patch like that, with a null, into nothing
+        _merge_in_sql(sql, storage, None, patch)
+    assert raised.value.sqlstate == "WM004"
+    wide = {f"k{i}": f"new-{i}" for i in range(30_000)}  # as large, one level: merged in SQL
+    assert _merge_in_sql(sql, storage, dump_json({"a": 1}), wide) == dump_json({"a": 1, **wide})
+    for scope in ("resource", "thread"):
+        place = {"scope": scope, "resource_id": "r-large", "thread_id": "t-large" if scope == "thread" else None}
+        if scope == "thread":
+            storage.create_thread(workmem.Thread("t-large", "r-large"))
+        storage.set_working_memory(dump_json(stored), **place)  # type: ignore[arg-type]
+        expected = model_merge_patch(stored, patch)
+        assert storage.merge_working_memory(patch, **place) == expected  # type: ignore[arg-type]
+        assert storage.get_working_memory(**place) == dump_json(expected)  # type: ignore[arg-type]

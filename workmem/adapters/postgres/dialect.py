@@ -9,7 +9,11 @@ raises SQLSTATE ``WM001`` (a merged document, or merged metadata, over 4 MiB
 PostgreSQL's ``json`` and Python could read differently (escapes, exponents,
 long integers, negative zero, repeated keys, deep nesting) raises ``WM004``
 instead, and the merge is redone as a row-locked read-modify-write in Python,
-so it gets the same outcome as on every other backend.
+so it gets the same outcome as on every other backend. So is the merge of a large
+memory nested deep (over 256 KiB, 4 levels or more; or such a patch holding a
+null): the SQL merge walks the patch level by level, one statement for all the
+objects of a level, but reads every object it walks in full once per level above
+it, while Python reads the document once.
 
 A page's ``total`` is read from ``workmem_thread_counts`` (one row per
 resource), kept exact by triggers on ``mastra_threads`` whoever writes the
@@ -320,11 +324,17 @@ BEGIN
     IF stored ~ '{needs_exact}' THEN
       RAISE EXCEPTION 'stored working memory needs the exact check' USING ERRCODE = '{exact}';
     END IF;
+    tree := doc::jsonb;
+    -- The merge reads each object it walks in full, once for every level above it: for a large memory
+    -- nested deep that is many times its size, where the row-locked read-modify-write in Python reads it once.
+    IF octet_length(stored) > {walk_bytes} AND jsonb_path_exists(tree, 'strict $.**{{{walk_depth}}}') THEN
+      RAISE EXCEPTION 'stored working memory is large and nested deep: merged under a row lock'
+        USING ERRCODE = '{exact}';
+    END IF;
     -- jsonb keeps the last of repeated keys: fewer keys than '":' pairs means a repeat (or a ": in text).
     -- jsonb's text writes each key as "key": and nothing else unescaped as '": '. Without its escaped
     -- backslashes (\\\\, paired from the left as a JSON reader pairs them), an escaped quote is \\": so
     -- its keys are the '": ' minus the '\\": ' (cheap string counts, where a path query copies every value).
-    tree := doc::jsonb;
     jsonb_text := replace(tree::text, '\\\\', '');
     IF jsonb_path_exists(tree, 'strict $.**{{{depth}}}')
        OR (octet_length(jsonb_text) - octet_length(replace(jsonb_text, '": ', ''))) / 3
@@ -332,6 +342,11 @@ BEGIN
           <> (octet_length(stored) - octet_length(replace(stored, '":', ''))) / 2 THEN
       RAISE EXCEPTION 'stored working memory needs the exact check' USING ERRCODE = '{exact}';
     END IF;
+  END IF;
+  -- The same for a large patch nested deep that must be walked whole (a null in it deletes something).
+  IF octet_length(patch::text) > {walk_bytes} AND strpos(patch::text, 'null') > 0
+     AND jsonb_path_exists(patch::jsonb, 'strict $.**{{{walk_depth}}}') THEN
+    RAISE EXCEPTION 'the patch is large and nested deep: merged under a row lock' USING ERRCODE = '{exact}';
   END IF;
   merged := {s}.workmem_merge_patch(doc, patch)::text;
   IF octet_length(merged) > {limit} THEN
@@ -341,6 +356,12 @@ BEGIN
 END
 $fn$
 """
+_WALK_BYTES = 256 * 1024
+_WALK_DEPTH = 4
+"""Stored memory (or a patch with a null) over ``_WALK_BYTES`` that nests ``_WALK_DEPTH`` levels deep is merged
+under a row lock in Python: walking it level by level in SQL would read it up to ``MAX_DEPTH`` times over
+(``python -m bench --only big_merge`` measures both on 60,000-key documents)."""
+
 # Stored text the one-statement merge leaves to the exact check (see _MERGE_DOCUMENT): any \u escape; a
 # key with space before its ':'; a number of 16+ digits, with an exponent, or a negative zero.
 _NEEDS_EXACT = r'\\u|"\s+:|(?<![0-9.])[0-9]{16,}\s*[],}]|[0-9][eE][-+]?[0-9]+\s*[],}]|-0(\.0+)?\s*[],}]'
@@ -421,6 +442,8 @@ class PostgresDialect(Dialect):
                 needs_exact=_NEEDS_EXACT,
                 depth=MAX_DEPTH,
                 limit=MAX_TEXT_BYTES,
+                walk_bytes=_WALK_BYTES,
+                walk_depth=_WALK_DEPTH,
             )
             for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE, _METADATA_OBJECT, _METADATA_TEXT_OBJECT)
         ]
