@@ -184,30 +184,33 @@ def run(
         for backend in backends:
             results["backends"][backend] = run_backend(backend, settings, sections - RUN_SECTIONS)
     if "copy" in sections:
-        _log("[copy] ...")
-        copy_began = time.monotonic()
-        try:
-            results["copy"] = copy_section(QUICK_SIZES if settings.quick else FULL_SIZES)
-        except Exception as exc:
-            results["copy"] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
-            _log(f"[copy] FAILED: {type(exc).__name__}: {exc}")
-        results["copy"]["seconds"] = round(time.monotonic() - copy_began, 1)
-        if results["copy"]["status"] == "ok":
-            results["copy"]["targets"] = evaluate_copy_targets(results["copy"])
+        sizes = QUICK_SIZES if settings.quick else FULL_SIZES
+        results["copy"] = _run_section("copy", lambda: copy_section(sizes), evaluate_copy_targets)
     if "big_merge" in sections:
-        _log("[big_merge] ...")
-        merge_began = time.monotonic()
-        try:
-            results["big_merge"] = big_merge_section(rounds=1 if settings.quick else 3)
-        except Exception as exc:
-            results["big_merge"] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
-            _log(f"[big_merge] FAILED: {type(exc).__name__}: {exc}")
-        results["big_merge"]["seconds"] = round(time.monotonic() - merge_began, 1)
-        if results["big_merge"]["status"] == "ok":
-            results["big_merge"]["targets"] = evaluate_big_merge_targets(results["big_merge"])
+        rounds = 1 if settings.quick else 3
+        results["big_merge"] = _run_section(
+            "big_merge", lambda: big_merge_section(rounds=rounds), evaluate_big_merge_targets
+        )
     results["meta"]["duration_s"] = round(time.monotonic() - began, 1)
     results["meta"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
+
+
+def _run_section(
+    name: str, work: Callable[[], dict[str, Any]], evaluate: Callable[[dict[str, Any]], list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """A section of the whole run (not per backend): its result with ``seconds``, and ``targets`` when it ran."""
+    _log(f"[{name}] ...")
+    began = time.monotonic()
+    try:
+        section = work()
+    except Exception as exc:
+        section = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        _log(f"[{name}] FAILED: {type(exc).__name__}: {exc}")
+    section["seconds"] = round(time.monotonic() - began, 1)
+    if section["status"] == "ok":
+        section["targets"] = evaluate(section)
+    return section
 
 
 def peers_main(backends: list[str] | None, quick: bool, out: Path, command: str) -> int:
