@@ -25,8 +25,9 @@ from typing import Any, ClassVar, Self
 
 from workmem.agent import flows
 from workmem.agent.flows import MemoryBase, StoragePort, ToolResult
+from workmem.agent.memory import Memory
 from workmem.agent.schema import SchemaInput
-from workmem.aio import AsyncMemoryStorage
+from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage
 from workmem.errors import ValidationError
 from workmem.masking import Secret, forgets_locals_async
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
@@ -97,6 +98,26 @@ class AsyncMemory(MemoryBase):
         memory.storage = await connect_async(url, create=not read_only, **options)
         memory._owns_storage = True
         return memory
+
+    @classmethod
+    def from_memory(cls, memory: Memory) -> Self:
+        """An ``AsyncMemory`` with ``memory``'s settings on ``memory``'s storage, for code that runs in coroutines.
+
+        For a sync :class:`~workmem.agent.Memory` the rest of an application already
+        uses, handed to an agent framework (which runs tools and prompts as
+        coroutines): the sync storage runs on worker threads of a
+        :class:`~workmem.aio.ThreadedAsyncStorage`, as :func:`workmem.connect_async`
+        runs a sync-only adapter, so the event loop never waits on it. Both see the
+        same memory. ``memory`` keeps owning its storage: closing this
+        ``AsyncMemory`` leaves it open, and ``memory.close()`` closes it for both.
+        """
+        if not isinstance(memory, Memory):
+            raise ValidationError(f"AsyncMemory.from_memory takes a Memory, not {type(memory).__name__}")
+        view = cls.__new__(cls)
+        view.__dict__.update(vars(memory))  # the settings as Memory checked them: scope, template or schema, ...
+        view.storage = ThreadedAsyncStorage(memory.storage)
+        view._owns_storage = False
+        return view
 
     @property
     def _port(self) -> StoragePort:

@@ -242,6 +242,10 @@ class _Address:
     thread_id: str | None
 
 
+_NO_MEMORY = _Address("resource", None, None)
+"""Read-only, resource scope, a ``thread_id`` alone naming no thread: no owner, so no memory (it reads as none)."""
+
+
 class MemoryBase(ABC):
     """What ``Memory`` and ``AsyncMemory`` share: the configuration and every rule that touches no storage.
 
@@ -571,19 +575,35 @@ async def _address(memory: MemoryBase, thread_id: str | None, resource_id: str |
             check_owner(thread, resource_id)
             return _Address("resource", thread.resource_id, None)
         if resource_id is None:
-            raise ThreadNotFoundError(thread_id)
+            _thread_not_there(memory, thread_id)
+            return _NO_MEMORY  # read-only: the thread has no owner yet, so no memory
     if resource_id is None:
         raise ValidationError("scope 'resource' needs a resource_id, or a thread_id to take its owner from")
     return _Address("resource", resource_id, None)
 
 
 async def _read(memory: MemoryBase, address: _Address) -> str | None:
+    if address is _NO_MEMORY:
+        return None
     if address.scope == "thread":
         assert address.thread_id is not None
-        # A missing thread raises, as it does under resource scope (and as every write does).
-        thread = await _existing_thread(memory, address.thread_id, address.resource_id)
+        thread = await get_thread(memory, address.thread_id, address.resource_id)
+        if thread is None:
+            _thread_not_there(memory, address.thread_id)
+            return None
         return thread_working_memory(thread.metadata)
     return await memory._port.get_working_memory(scope="resource", resource_id=address.resource_id)
+
+
+def _thread_not_there(memory: MemoryBase, thread_id: str) -> None:
+    """The rule for a ``thread_id`` naming no thread where the memory's place depends on that thread.
+
+    Read-only, it returns: the memory of a thread that does not exist yet is empty (a read-only
+    memory cannot create the thread, and an agent framework's new session has none yet). Otherwise
+    :class:`ThreadNotFoundError`, as every write raises (writes are refused first in read-only mode).
+    """
+    if not memory.read_only:
+        raise ThreadNotFoundError(thread_id)
 
 
 async def _check_write(memory: MemoryBase, address: _Address, text: str) -> None:

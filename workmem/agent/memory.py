@@ -186,6 +186,9 @@ class Memory(MemoryBase):
         thread scope always (reads such as this one, :meth:`system_message` and
         :meth:`process_input`, as well as writes), in resource scope when no
         ``resource_id`` is given. A resource with no stored memory reads as ``None``.
+        In read-only mode a thread that does not exist yet reads as ``None`` instead
+        (the memory of a new conversation is empty; a read-only memory cannot create
+        its thread), in the other reads too; nothing is created.
         """
         return run_sync(flows.get_working_memory(self, thread_id, resource_id))
 

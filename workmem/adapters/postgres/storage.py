@@ -81,6 +81,7 @@ from .dialect import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
+from .driverlog import statement
 from .pool import AsyncConnectionPool, ConnectionPool, log
 from .sqlstate import error_kind
 
@@ -452,7 +453,8 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.workmem_cursor
-        cursor.execute(sql, params)
+        with statement():
+            cursor.execute(sql, params)
         result = cursor.pgresult
         rows = cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
         return Result(rows, cursor.rowcount)
@@ -522,7 +524,8 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.workmem_cursor
-        await cursor.execute(sql, params)
+        with statement():  # psycopg's warning on a cancellation it cannot complete: a debug record of ours
+            await cursor.execute(sql, params)
         result = cursor.pgresult
         rows = await cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
         return Result(rows, cursor.rowcount)
