@@ -15,7 +15,10 @@ its overhead per operation over the sync API, 64 tasks against a 16-thread
 pool, and the event loop's lag under 64 merging tasks. ``--copy`` adds the
 ``copy`` section (:mod:`bench.copy`, not per backend): ``workmem.copy`` from an
 embedded libSQL file to PostgreSQL against psycopg ``COPY``, the reverse
-direction, and the copying process's peak RSS. ``--only SECTION``
+direction, and the copying process's peak RSS. ``--only big_merge`` runs the
+``big_merge`` section (:mod:`bench.big_merge`, not per backend): one merge of a
+60,000-key patch (about 1.8 MB, three shapes) on PostgreSQL against libSQL.
+``--only SECTION``
 (repeatable) runs just those sections. Prints tables, writes
 ``<timestamp>-<host>.json`` and PNG plots into ``bench/results/`` (or
 ``--out``). Targets are reported as PASS/MISS, never asserted.
@@ -37,6 +40,7 @@ from typing import Any
 import workmem
 from bench.async_api import async_section
 from bench.backends import ALL_BACKENDS, Unavailable, open_namespace
+from bench.big_merge import big_merge_section
 from bench.copy import FULL_SIZES, QUICK_SIZES, copy_section
 from bench.engines import embedded_engines
 from bench.floors import open_floor
@@ -45,7 +49,13 @@ from bench.peers.plot import draw_peers
 from bench.peers.report import format_peers
 from bench.peers.runner import PEER_BACKENDS, run_peers
 from bench.plots import draw_plots
-from bench.report import evaluate_copy_targets, evaluate_targets, format_report, write_json
+from bench.report import (
+    evaluate_big_merge_targets,
+    evaluate_copy_targets,
+    evaluate_targets,
+    format_report,
+    write_json,
+)
 from bench.workloads import (
     Settings,
     concurrency,
@@ -62,11 +72,12 @@ __all__ = ["main", "run"]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SECTIONS = (
     "latency", "read_layers", "round_trips", "concurrency", "thread_scaling", "resource_scaling", "engines", "async",
-    "copy",
+    "copy", "big_merge",
 )  # fmt: skip
-"""What ``--only`` picks from; ``async`` (the three async measurements) and ``copy`` run only when asked for."""
-DEFAULT_SECTIONS = frozenset(SECTIONS) - {"async", "copy"}
-RUN_SECTIONS = frozenset({"copy"})
+"""What ``--only`` picks from; ``async`` (the three async measurements), ``copy`` and ``big_merge`` run only when
+asked for."""
+DEFAULT_SECTIONS = frozenset(SECTIONS) - {"async", "copy", "big_merge"}
+RUN_SECTIONS = frozenset({"copy", "big_merge"})
 """Sections of the whole run, not of one backend (``results["copy"]``)."""
 
 
@@ -173,19 +184,33 @@ def run(
         for backend in backends:
             results["backends"][backend] = run_backend(backend, settings, sections - RUN_SECTIONS)
     if "copy" in sections:
-        _log("[copy] ...")
-        copy_began = time.monotonic()
-        try:
-            results["copy"] = copy_section(QUICK_SIZES if settings.quick else FULL_SIZES)
-        except Exception as exc:
-            results["copy"] = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
-            _log(f"[copy] FAILED: {type(exc).__name__}: {exc}")
-        results["copy"]["seconds"] = round(time.monotonic() - copy_began, 1)
-        if results["copy"]["status"] == "ok":
-            results["copy"]["targets"] = evaluate_copy_targets(results["copy"])
+        sizes = QUICK_SIZES if settings.quick else FULL_SIZES
+        results["copy"] = _run_section("copy", lambda: copy_section(sizes), evaluate_copy_targets)
+    if "big_merge" in sections:
+        rounds = 1 if settings.quick else 3
+        results["big_merge"] = _run_section(
+            "big_merge", lambda: big_merge_section(rounds=rounds), evaluate_big_merge_targets
+        )
     results["meta"]["duration_s"] = round(time.monotonic() - began, 1)
     results["meta"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return results
+
+
+def _run_section(
+    name: str, work: Callable[[], dict[str, Any]], evaluate: Callable[[dict[str, Any]], list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """A section of the whole run (not per backend): its result with ``seconds``, and ``targets`` when it ran."""
+    _log(f"[{name}] ...")
+    began = time.monotonic()
+    try:
+        section = work()
+    except Exception as exc:
+        section = {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        _log(f"[{name}] FAILED: {type(exc).__name__}: {exc}")
+    section["seconds"] = round(time.monotonic() - began, 1)
+    if section["status"] == "ok":
+        section["targets"] = evaluate(section)
+    return section
 
 
 def peers_main(backends: list[str] | None, quick: bool, out: Path, command: str) -> int:
@@ -243,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         choices=SECTIONS,
-        help="run only this section (repeatable; 'async' is the three async measurements, 'copy' the copy section)",
+        help="run only this section (repeatable; 'async' is the three async measurements, 'copy' the copy section, "
+        "'big_merge' one 60,000-key merge on PostgreSQL against libSQL)",
     )
     parser.add_argument(
         "--peers",

@@ -422,3 +422,31 @@ def test_isolated_sub_agent_ids_only_as_made() -> None:
             await memory.get_working_memory(resource_id=str(isolated))
 
     asyncio.run(body())
+
+
+def test_from_memory_runs_a_sync_memory_on_worker_threads_and_leaves_its_storage_open(tmp_path: Any) -> None:
+    """``AsyncMemory.from_memory``: the same settings and memory; its calls run off the event loop's thread."""
+    import threading
+
+    with Memory(f"file:{tmp_path / 'sync.db'}", scope="thread", max_chars=500) as memory:
+        memory.create_thread("t-1", resource_id="u-1")
+        threads: list[str] = []
+        get_thread = memory.storage._get_thread
+
+        async def recording(thread_id: str) -> Any:
+            threads.append(threading.current_thread().name)
+            return await get_thread(thread_id)
+
+        memory.storage._get_thread = recording  # type: ignore[method-assign]
+
+        async def body() -> None:
+            async with AsyncMemory.from_memory(memory) as view:
+                assert (view.scope, view.mode, view.max_chars, view.read_only) == ("thread", "template", 500, False)
+                await view.update_working_memory("# notes", thread_id="t-1")
+                assert await view.get_working_memory(thread_id="t-1") == "# notes"
+
+        asyncio.run(body())
+        assert threads and all(name.startswith("workmem") for name in threads)  # its worker threads, never the loop's
+        assert memory.get_working_memory(thread_id="t-1") == "# notes"  # still open after the view closed
+    with pytest.raises(ValidationError, match="takes a Memory, not AsyncInMemoryStorage"):
+        AsyncMemory.from_memory(AsyncInMemoryStorage())  # type: ignore[arg-type]

@@ -445,3 +445,18 @@ def test_only_copy_runs_no_backend_section(monkeypatch: pytest.MonkeyPatch, tmp_
     assert results["backends"] == {}
     assert results["meta"]["sections"] == ["copy"]
     assert results["copy"]["status"] == "skipped"
+
+
+@pytest.mark.backend("upstash")
+def test_upstash_listing_bench_measures_both_modes_on_the_same_database(capsys: pytest.CaptureFixture[str]) -> None:
+    from servers import server_url
+
+    from bench.upstash_listing import main, measure
+
+    server_url("redis")  # skips loudly (or fails where required) without a Redis here
+    row = measure(threads=30, doc_bytes=300, other=50, samples=3)
+    assert (row["threads"], row["doc_bytes"], row["other_keys"]) == (50, 300, 50)
+    assert row["dbsize"] >= 100 and row["index_ms"] > 0 and row["scan_ms"] > 0
+    assert main(["--threads", "5", "--doc-bytes", "200", "--samples", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("| threads in the database") and lines[2].startswith("| 25 | 200 | 0 |")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -222,9 +223,29 @@ def test_unknown_check_lists_the_valid_names() -> None:
         assert check.name in proc.stderr
 
 
+# A test that sends SIGINT sets what SIGINT does itself: run from a background job or nohup, this process
+# (and every child it starts) inherits SIGINT ignored, and the CLI rightly leaves an ignored SIGINT ignored.
+_WITH_DEFAULT_SIGINT = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+]
+"""Runs the command after it (an executable's path first) with SIGINT's default action, as a terminal gives it."""
+
+
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` in this process during the test, whatever it inherited."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_prints_one_line_and_exits_130() -> None:
     proc = subprocess.Popen(
-        [*_console_script(), "conformance", "memory://", "--profile", "thorough"],
+        [*_WITH_DEFAULT_SIGINT, *_console_script(), "conformance", "memory://", "--profile", "thorough"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -243,6 +264,7 @@ def test_ctrl_c_prints_one_line_and_exits_130() -> None:
     assert rest.strip().splitlines()[-1] == "workmem: interrupted"
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_dropped_inside_a_gc_callback_still_stops_the_run_at_once(capfd: pytest.CaptureFixture[str]) -> None:
     """Hypothesis runs Python code in a garbage-collector callback, where Python drops a KeyboardInterrupt."""
     from workmem import conformance

@@ -39,14 +39,16 @@ class Watched(AsyncInMemoryStorage):
     in_flight: ClassVar[int] = 0
     most: ClassVar[int] = 0
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         cls = type(self)
         cls.seen.add(threading.current_thread().name)
         cls.in_flight += 1
         cls.most = max(cls.most, cls.in_flight)
         try:
             await asyncio.sleep(0.001)  # the loop runs other tasks meanwhile
-            return await super()._merge_working_memory(target, patch, now)
+            return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
         finally:
             cls.in_flight -= 1
 

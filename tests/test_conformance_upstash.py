@@ -24,3 +24,11 @@ class TestUpstashConformanceAsync(TestUpstashConformance):
     """The same checks through the async API (``workmem.connect_async``), each call awaited on the suite's loop."""
 
     workmem_api = "async"
+
+
+class TestUpstashConformanceScanListing(TestUpstashConformance):
+    """The same checks with ``listing=scan`` (``list_threads`` reads every thread document, not the indexes)."""
+
+    @pytest.fixture
+    def workmem_target(self, upstash_url: str) -> str:
+        return upstash_url + "&listing=scan"

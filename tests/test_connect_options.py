@@ -32,12 +32,15 @@ _BAD_OPTIONS: dict[str, list[dict[str, object]]] = {
         {"retry_interval": NAN},
         {"retry_interval": -1},
         {"prefix": 5},
+        {"listing": "full"},
+        {"listing": None},
     ],
 }
 _BAD_QUERIES = {
     "upstash+http": [
         *("timeout=nan", "timeout=inf", "timeout=0", "timeout=abc"),
         *("retries=-1", "retries=x", "retry_interval=-1"),
+        "listing=all",
     ]
 }
 

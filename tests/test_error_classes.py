@@ -588,3 +588,34 @@ def test_no_module_raises_the_bare_root_class() -> None:
         if "raise WorkmemError(" in line
     ]
     assert not offenders, offenders
+
+
+def _one_of_each() -> list[workmem.errors.WorkmemError]:
+    """An instance of every error class in ``workmem.errors``, built as workmem builds it."""
+    made: list[workmem.errors.WorkmemError] = [
+        workmem.errors.WorkingMemoryTooLargeError(size=250, limit=200, current=120),
+        workmem.errors.ThreadNotFoundError("t-1"),
+        workmem.errors.ThreadExistsError("t-1"),
+        workmem.errors.ThreadOwnershipError("t-1", "user-2"),
+        workmem.errors.UnreadableRecordError("thread", "t-1", "metadata is no JSON object"),
+    ]
+    built = {type(error) for error in made}
+    for name in workmem.errors.__all__:
+        cls = getattr(workmem.errors, name)
+        if isinstance(cls, type) and issubclass(cls, workmem.errors.WorkmemError) and cls not in built:
+            made.append(cls(f"a {name}"))
+    return made
+
+
+@pytest.mark.parametrize("error", _one_of_each(), ids=lambda error: type(error).__name__)
+def test_every_error_pickles_as_itself(error: workmem.errors.WorkmemError) -> None:
+    """A process pool sends exceptions back pickled: each class comes back whole, attributes and notes included."""
+    import pickle
+
+    error.add_note("a note")
+    error.__dict__["extra"] = 1  # what code (workmem's or the caller's) may hang on an error
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert again.args == error.args
+    assert vars(again) == vars(error)

@@ -108,9 +108,9 @@ def test_the_async_face_validates_at_the_door_before_any_hook_runs() -> None:
     calls: list[str] = []
 
     class Spy(AsyncInMemoryStorage):
-        async def _merge_working_memory(self, *args: Any) -> dict[str, Any]:
+        async def _merge_working_memory(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
             calls.append("merge")
-            return await super()._merge_working_memory(*args)
+            return await super()._merge_working_memory(*args, **kwargs)
 
     async def main() -> None:
         storage = Spy()
@@ -120,6 +120,11 @@ def test_the_async_face_validates_at_the_door_before_any_hook_runs() -> None:
             await storage.merge_working_memory({"a": {1, 2}}, scope="resource", resource_id="r")
         with pytest.raises(ValidationError):
             await storage.get_thread("")
+        for bad in (0, True, 2.5, "100"):
+            with pytest.raises(ValidationError, match="max_chars must be an int >= 1 or None"):
+                await storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r", max_chars=bad)  # type: ignore[arg-type]
+            with pytest.raises(ValidationError, match="max_chars must be an int >= 1 or None"):
+                await storage.set_working_memory("x", scope="resource", resource_id="r", max_chars=bad)  # type: ignore[arg-type]
         assert calls == []
         assert await storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r") == {"a": 1}
         assert calls == ["merge"]

@@ -39,7 +39,7 @@ from google.genai import types  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 from test_postgres import fresh_schema_url  # noqa: E402
 
-from workmem import AsyncMemory, ThreadOwnershipError  # noqa: E402
+from workmem import AsyncMemory, Memory, ThreadOwnershipError, ValidationError  # noqa: E402
 from workmem.integrations import MemoryIds, MissingIdsError  # noqa: E402
 from workmem.integrations.adk import WorkingMemoryToolset  # noqa: E402
 from workmem.records import Scope  # noqa: E402
@@ -385,11 +385,54 @@ def test_a_session_id_naming_another_users_thread_raises(url: str) -> None:
     asyncio.run(body())
 
 
-def test_the_toolset_takes_only_an_async_memory(tmp_path: Path) -> None:
-    from workmem import Memory, ValidationError
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+def test_a_sync_memory_is_run_on_worker_threads(url: str, scope: Scope) -> None:
+    """The Memory the rest of an application uses, handed over as it is: same memory, the loop never blocked."""
 
-    with Memory(f"file:{tmp_path / 'sync.db'}") as sync_memory, pytest.raises(ValidationError, match="AsyncMemory"):
-        WorkingMemoryToolset(sync_memory)  # type: ignore[arg-type]
+    async def body(memory: Memory) -> None:
+        model = ScriptedModel(replies=[[(TOOL, {"memory": {"city": "Oslo"}})], "Noted.", "Oslo."])
+        agent = Agent(memory, model)  # type: ignore[arg-type]
+        user = _user()
+        session = await agent.session(user)
+        await agent.turn(user, session, "I live in Oslo")
+        await agent.turn(user, session, "Where?")
+        assert '"city": "Oslo"' in _data(model.seen[1]) and '"city": "Oslo"' in _data(model.seen[2])
+        # the sync Memory reads what the run wrote (a thread-scope session's thread included)
+        assert memory.get_working_memory_data(thread_id=session, resource_id=user) == {"city": "Oslo"}
+
+    with Memory(url, scope=scope, schema=Profile) as memory:
+        asyncio.run(body(memory))
+        toolset = WorkingMemoryToolset(memory)
+        assert isinstance(toolset.memory, AsyncMemory) and toolset.memory.storage is not memory.storage
+        assert (toolset.memory.scope, toolset.memory.schema) == (scope, memory.schema)  # the same settings
+
+
+def test_the_toolset_refuses_what_is_no_memory() -> None:
+    with pytest.raises(ValidationError, match="WorkingMemoryToolset takes a Memory or an AsyncMemory, not str"):
+        WorkingMemoryToolset("file:agent.db")  # type: ignore[arg-type]
+
+
+def test_read_only_thread_scope_on_a_new_session_shows_the_empty_memory(url: str) -> None:
+    """No thread yet for the session: a read-only memory cannot create it, and the run goes on with none."""
+
+    async def body() -> None:
+        async with await AsyncMemory.open(url, scope="thread"):
+            pass  # the tables
+        async with await AsyncMemory.open(url, scope="thread", read_only=True) as memory:
+            model = ScriptedModel(replies=["Hi.", "Hi again."])
+            agent = Agent(memory, model)
+            user = _user()
+            session = await agent.session(user)
+            assert await agent.turn(user, session, "Hi") == ["Hi."]
+            assert await agent.turn(user, session, "Again") == ["Hi again."]
+            empty = await memory.system_message(thread_id=session)
+            for seen in model.seen:
+                assert seen.tools == []
+                assert seen.system.startswith("Be brief.") and seen.system.endswith(f"\n\n{empty}")
+                assert _data(seen).startswith("<working_memory_data>\n# User Information")  # the empty template
+            assert await memory.get_thread(session) is None  # nothing created
+
+    asyncio.run(body())
 
 
 def test_workmem_imports_no_framework_and_a_missing_adk_names_the_extra() -> None:

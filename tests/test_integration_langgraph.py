@@ -275,6 +275,45 @@ def test_read_only_offers_no_tool_and_shows_memory_as_context(url: str, build: B
 
 
 @pytest.mark.parametrize("build", BUILDS)
+def test_read_only_thread_scope_on_a_thread_not_there_yet_shows_the_empty_memory(url: str, build: Build) -> None:
+    """A new conversation has no thread yet; a read-only memory cannot create it, and the run goes on."""
+
+    async def scenario() -> None:
+        async with await AsyncMemory.open(url, template=TEMPLATE, scope="thread"):
+            pass  # the tables
+        async with await AsyncMemory.open(url, template=TEMPLATE, scope="thread", read_only=True) as reader:
+            model = ScriptedChatModel(script=[say("Hello."), say("Hello again.")])
+            app = build(model, LangGraphMemory(reader))
+            await app.ainvoke(user("hi"), config(thread_id="t-new"))
+            await app.ainvoke(user("again"), config(thread_id="t-new"))
+            assert [shown_data(request) for request in model.requests] == [TEMPLATE, TEMPLATE]  # the empty memory
+            assert all(offered == [] for offered in model.offered)
+            assert await reader.get_thread("t-new") is None  # nothing created
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_a_sync_memory_is_run_on_worker_threads(url: str, build: Build) -> None:
+    """The Memory the rest of an application uses, handed over as it is: the same memory, both ways."""
+    with Memory(url, schema=Profile) as memory:
+        memory.update_working_memory({"name": "Sam"}, resource_id=USER)
+        integration = LangGraphMemory(memory)
+        assert isinstance(integration.memory, AsyncMemory) and integration.memory.schema is memory.schema
+        model = ScriptedChatModel(script=[update({"memory": {"city": "Oslo"}}), say("Noted."), say("Oslo.")])
+        app = build(model, integration)
+
+        async def scenario() -> None:
+            await app.ainvoke(user("I live in Oslo"), config())
+            await app.ainvoke(user("Where?"), config())
+
+        run(scenario)
+        assert json.loads(shown_data(model.requests[0])) == {"name": "Sam"}  # written by the sync Memory
+        assert json.loads(shown_data(model.requests[2])) == {"name": "Sam", "city": "Oslo"}
+        assert memory.get_working_memory_data(resource_id=USER) == {"name": "Sam", "city": "Oslo"}
+
+
+@pytest.mark.parametrize("build", BUILDS)
 def test_model_mistakes_come_back_as_tool_results_and_the_run_goes_on(url: str, build: Build) -> None:
     async def scenario() -> None:
         async with await AsyncMemory.open(url, schema=Profile) as memory:
@@ -405,8 +444,8 @@ def test_settings_are_checked(tmp_path: Path) -> None:
             with pytest.raises(ValidationError, match="'messages'"):
                 await LangGraphMemory(memory).prompt(42, config())
 
-    with Memory("memory://") as sync_memory, pytest.raises(ValidationError, match="needs an AsyncMemory"):
-        LangGraphMemory(sync_memory)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="LangGraphMemory takes a Memory or an AsyncMemory, not str"):
+        LangGraphMemory("memory://")  # type: ignore[arg-type]
     run(scenario)
 
 

@@ -250,6 +250,51 @@ def test_read_only_offers_no_tool_and_shows_the_memory(url: str) -> None:
     asyncio.run(scenario())
 
 
+def test_read_only_thread_scope_on_a_thread_not_there_yet_shows_the_empty_memory(url: str) -> None:
+    """A new conversation has no thread yet; a read-only memory cannot create it, and the run goes on."""
+
+    async def scenario() -> None:
+        async with await AsyncMemory.open(url, template=TEMPLATE, scope="thread"):
+            pass  # the tables
+        async with await AsyncMemory.open(url, template=TEMPLATE, scope="thread", read_only=True) as memory:
+            model = ScriptedModel([say("Hello.")])
+            agent = WorkingMemory(memory).attach(Agent(name="assistant", instructions="Be brief.", model=model))
+            result = await Runner.run(agent, "hi", context=MemoryIds(thread_id="t-new", resource_id="user-1"))
+            assert result.final_output == "Hello."
+            (request,) = model.requests
+            assert request.tool_names == []
+            assert request.system_instructions == f"Be brief.\n\n{await memory.system_message(thread_id='t-new')}"
+            assert f"<working_memory_data>\n{TEMPLATE}" in (request.system_instructions or "")  # the empty memory
+            assert await memory.get_thread("t-new") is None  # nothing created
+
+    asyncio.run(scenario())
+
+
+# -- a sync Memory ------------------------------------------------------------------------------
+
+
+def test_a_sync_memory_is_run_on_worker_threads(url: str) -> None:
+    """The Memory the rest of an application uses, handed over as it is: the same memory, both ways."""
+    with Memory(url, schema=Profile) as memory:
+        memory.create_thread("t-1", resource_id="user-1", metadata={"workingMemory": {"name": "Sam"}})
+        working_memory = WorkingMemory(memory)
+        assert isinstance(working_memory.memory, AsyncMemory) and working_memory.memory.schema is memory.schema
+        model = ScriptedModel([tool_call({"memory": {"city": "Oslo"}}), say("Noted."), say("Oslo.")])
+        agent = working_memory.attach(Agent(name="assistant", model=model))
+        ids = MemoryIds(thread_id="t-1", resource_id="user-1")
+
+        async def scenario() -> None:
+            await Runner.run(agent, "I live in Oslo", context=ids)
+            await Runner.run(agent, "Where?", context=ids)
+
+        asyncio.run(scenario())
+        opening, same_run, next_turn = model.requests
+        assert '"name": "Sam"' in (opening.system_instructions or "")  # written by the sync Memory
+        assert same_run.tool_results() == [{"ok": True, "action": "merged", "message": "Working memory updated."}]
+        assert '"city": "Oslo"' in (next_turn.system_instructions or "")
+        assert memory.get_working_memory_data(resource_id="user-1") == {"name": "Sam", "city": "Oslo"}
+
+
 # -- the model's mistakes go back to it ---------------------------------------------------------
 
 
@@ -389,8 +434,8 @@ def test_wiring_checks() -> None:
             bad = WorkingMemory(memory, ids=lambda ctx: ("t", "u"))  # type: ignore[arg-type,return-value]
             with pytest.raises(MissingIdsError, match="ids= must return MemoryIds, not tuple"):
                 await bad.ids_of(None)
-        with Memory("memory://") as sync_memory, pytest.raises(ValidationError, match="takes an AsyncMemory"):
-            WorkingMemory(sync_memory)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="WorkingMemory takes a Memory or an AsyncMemory, not str"):
+            WorkingMemory("memory://")  # type: ignore[arg-type]
 
     asyncio.run(scenario())
 

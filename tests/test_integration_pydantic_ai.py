@@ -333,6 +333,49 @@ def test_read_only_offers_no_tool_and_shows_the_current_memory(url: str) -> None
     asyncio.run(body())
 
 
+def test_read_only_thread_scope_on_a_thread_not_there_yet_shows_the_empty_memory(url: str) -> None:
+    """A new conversation has no thread yet; a read-only memory cannot create it, and the run goes on."""
+
+    async def body() -> None:
+        async with await AsyncMemory.open(url, scope="thread", schema=Profile):
+            pass  # the tables
+        async with await AsyncMemory.open(url, scope="thread", schema=Profile, read_only=True) as reader:
+            deps = Deps(thread_id=f"t-{uuid.uuid4().hex[:8]}", resource_id=rid())
+            script = Script().then(reply())
+            done = await agent_for(WorkingMemoryToolset(reader), script).run("hi", deps=deps)
+            assert done.output == "ok"
+            (seen,) = script.seen
+            assert seen.tools == [] and json.loads(seen.data()) == {}
+            assert await reader.get_thread(deps.thread_id or "") is None  # nothing created
+
+    asyncio.run(body())
+
+
+# -- a sync Memory ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+def test_a_sync_memory_is_run_on_worker_threads(url: str, scope: Any) -> None:
+    """The Memory the rest of an application uses, handed over as it is: the same memory, both ways."""
+    from workmem import Memory
+
+    with Memory(url, scope=scope, schema=Profile) as memory:
+        resource = rid()
+        thread = memory.create_thread(resource_id=resource)
+        deps = Deps(thread_id=thread.id, resource_id=resource)
+        memory.update_working_memory({"name": "Sam"}, thread_id=thread.id)
+        toolset = WorkingMemoryToolset(memory)
+        assert isinstance(toolset.memory, AsyncMemory) and toolset.memory.schema is memory.schema
+
+        async def body() -> Script:
+            return await two_turns(toolset.memory, deps, [call({"memory": {"city": "Oslo"}}), reply()], toolset=toolset)
+
+        script = asyncio.run(body())
+        assert json.loads(script.seen[0].data()) == {"name": "Sam"}  # written by the sync Memory
+        assert json.loads(script.seen[-1].data()) == {"name": "Sam", "city": "Oslo"}
+        assert memory.get_working_memory_data(thread_id=thread.id) == {"name": "Sam", "city": "Oslo"}
+
+
 # -- the ids ----------------------------------------------------------------------------------------
 
 
@@ -449,14 +492,11 @@ def test_two_memories_on_one_agent_need_distinct_ids(url: str) -> None:
 # -- construction and the optional extra --------------------------------------------------------------
 
 
-def test_refuses_a_sync_memory_and_bad_arguments(tmp_path: Path) -> None:
-    from workmem import Memory, ValidationError
+def test_refuses_what_is_no_memory_and_bad_arguments(tmp_path: Path) -> None:
+    from workmem import ValidationError
 
-    with (
-        Memory(f"file:{tmp_path / 'sync.db'}") as sync_memory,
-        pytest.raises(ValidationError, match="needs an AsyncMemory, not Memory"),
-    ):
-        WorkingMemoryToolset(sync_memory)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="WorkingMemoryToolset takes a Memory or an AsyncMemory, not str"):
+        WorkingMemoryToolset("file:agent.db")  # type: ignore[arg-type]
 
     async def body() -> None:
         async with await AsyncMemory.open(f"file:{tmp_path / 'async.db'}") as memory:

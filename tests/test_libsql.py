@@ -7,9 +7,13 @@ connection to a closed local port are tested.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -137,6 +141,70 @@ def test_unopenable_path_is_named_with_the_reason(tmp_path: Path, name: str, rea
         workmem.connect(f"file:{path}")
     assert str(path) in str(info.value)
     assert ": 14" not in str(info.value)  # not SQLite's bare result code
+
+
+_BESIDE = ("-journal", "-wal", "-shm")
+"""What SQLite creates beside a database file (as root it would create /dev/null-journal)."""
+
+
+def test_a_path_that_is_not_a_regular_file_is_refused_before_sqlite_touches_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    links = {"null-link": "/dev/null", "fifo-link": str(fifo), "link-link": str(tmp_path / "null-link")}
+    for name, target in links.items():
+        (tmp_path / name).symlink_to(target)
+    paths = ["/dev/null", "/dev/zero", str(fifo), *(str(tmp_path / name) for name in links)]
+    kinds = ["a character device"] * 2 + ["a FIFO"] + ["a character device", "a FIFO", "a character device"]
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM))
+        sock.bind(str(tmp_path / "sock"))
+        paths.append(str(tmp_path / "sock"))
+        kinds.append("a socket")
+        beside_dev = _beside_devices()
+        listed = sorted(os.listdir(tmp_path))
+        for path, kind in zip(paths, kinds, strict=True):
+            for url, options in (
+                (f"file:{path}", {}),
+                (path, {"create": False}),
+                (f"file:{path}?mode=ro", {}),
+                (f"file:{path}", {"pool_size": 1, "synchronous": "normal"}),
+            ):
+                with pytest.raises(ValidationError, match=f"{re.escape(path)} is {kind}.*not a regular file") as info:
+                    workmem.connect(url, **options)
+                assert not isinstance(info.value, workmem.RETRYABLE_ERRORS)
+
+            async def opened_async(url: str) -> None:
+                async with await workmem.connect_async(url):
+                    pass
+
+            with pytest.raises(ValidationError, match="not a regular file"):
+                asyncio.run(opened_async(f"file:{path}"))
+        assert sorted(os.listdir(tmp_path)) == listed, "SQLite created files beside them"
+    assert _beside_devices() == beside_dev, "SQLite created files in /dev"
+
+
+def _beside_devices() -> set[str]:
+    return {path + suffix for path in ("/dev/null", "/dev/zero") for suffix in _BESIDE if os.path.exists(path + suffix)}
+
+
+def test_a_link_to_a_database_file_or_to_a_new_one_is_opened(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "agent.db"
+    with workmem.connect(f"file:{real}") as storage:
+        storage.set_working_memory("kept", scope="resource", resource_id="u1")
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    with workmem.connect(f"file:{link}") as storage:
+        assert storage.get_working_memory(scope="resource", resource_id="u1") == "kept"
+        storage.set_working_memory("through the link", scope="resource", resource_id="u1")
+    with workmem.connect(f"file:{real}?mode=ro") as storage:
+        assert storage.get_working_memory(scope="resource", resource_id="u1") == "through the link"
+    (tmp_path / "folder-link").symlink_to(tmp_path / "real", target_is_directory=True)
+    with pytest.raises(ValidationError, match="is a directory"):
+        workmem.connect(f"file:{tmp_path / 'folder-link'}")
+    with workmem.connect(f"file:{tmp_path / 'folder-link' / 'new.db'}") as storage:  # a new file in a folder
+        storage.set_working_memory("new", scope="resource", resource_id="u1")
+    assert (tmp_path / "real" / "new.db").is_file()
 
 
 def test_rows_have_the_mastra_shape(tmp_path: Path) -> None:

@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -86,7 +88,7 @@ def test_query_returns_rows_with_bound_parameters(any_storage: LibSQLStorage) ->
 def test_query_refuses_writes_in_the_database(any_storage: LibSQLStorage, sql: str) -> None:
     any_storage.update_resource("u1", working_memory="kept")
     before = any_storage.query("SELECT * FROM sqlite_master ORDER BY name")
-    with pytest.raises(ValidationError, match=r"query\(\).*readonly"):
+    with pytest.raises(ValidationError, match=r"query\(\).*(readonly|PRAGMA user_version with a value)"):
         any_storage.query(sql)
     assert any_storage.query("SELECT * FROM sqlite_master ORDER BY name") == before
     assert any_storage.query("PRAGMA user_version") == [(0,)]
@@ -115,7 +117,8 @@ def test_query_creates_no_file_and_attaches_nothing(any_storage: LibSQLStorage, 
 
 def test_query_cannot_leave_workmem_in_a_transaction_or_read_only(any_storage: LibSQLStorage) -> None:
     for sql in ("BEGIN", "PRAGMA query_only = OFF", "PRAGMA query_only = ON"):
-        any_storage.query(sql)
+        with pytest.raises(ValidationError):  # refused (see test_libsql_query.py)
+            any_storage.query(sql)
         any_storage.set_working_memory(sql, scope="resource", resource_id="u1")
         assert any_storage.get_working_memory(scope="resource", resource_id="u1") == sql
 
@@ -124,7 +127,7 @@ def test_query_keeps_the_file_in_wal_mode(path: Path) -> None:
     with workmem.connect(f"file:{path}", busy_timeout=0.2) as storage:
         assert isinstance(storage, LibSQLStorage)
         storage.get_resource("u1")  # a pooled connection holds the file open
-        with pytest.raises(workmem.WorkmemError):  # refused (read-only) or busy (it needs the file alone)
+        with pytest.raises(ValidationError, match="PRAGMA journal_mode"):  # never retryable: it cannot succeed
             storage.query("PRAGMA journal_mode = DELETE")
         assert storage.query("PRAGMA journal_mode") == [("wal",)]
 
@@ -188,6 +191,97 @@ def test_workmem_connections_alone_are_not_warned_about(
             assert two.query('SELECT "workingMemory" FROM mastra_resources WHERE id = ?', ["u1"]) == [(str(i),)]
             two.merge_working_memory({"i": i}, scope="resource", resource_id="u2")
     assert _warnings(caplog) == []
+
+
+STORAGES = 16
+
+
+def _use(storage: LibSQLStorage, i: int) -> None:
+    for j in range(8):
+        storage.merge_working_memory({f"s{i}": j}, scope="resource", resource_id="u1")
+        storage.query('SELECT json_extract("workingMemory", ?) FROM mastra_resources WHERE id = ?', [f"$.s{i}", "u1"])
+        storage.get_working_memory(scope="resource", resource_id="u1")
+
+
+def test_many_workmem_storages_used_concurrently_are_never_warned_about(
+    path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storages opened at once, pools grown under concurrency, query()'s readers, storages closed while
+    others keep the file open (SQLite keeps the closed connections' descriptors), then opened again."""
+    assert "_sqlite3" in sys.modules  # imported by this file: the detection is on
+    monkeypatch.setattr(adapter, "_FOREIGN_CHECK_INTERVAL", 0.0)
+    caplog.set_level(logging.WARNING, LOGGER)
+    start = threading.Barrier(STORAGES)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            start.wait()
+            for _ in range(2):
+                storage = workmem.connect(f"file:{path}")
+                assert isinstance(storage, LibSQLStorage)
+                with storage:
+                    _use(storage, i)
+                    pool = [threading.Thread(target=_use, args=(storage, i)) for _ in range(3)]  # grows the pool
+                    for thread in pool:
+                        thread.start()
+                    for thread in pool:
+                        thread.join()
+        except BaseException as error:
+            errors.append(error)
+
+    with workmem.connect(f"file:{path}") as keeper:
+        assert isinstance(keeper, LibSQLStorage)
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(STORAGES)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert _warnings(caplog) == []
+        _use(keeper, 99)
+        assert _warnings(caplog) == []
+        other = sqlite3.connect(path)  # and a real second SQLite library is still seen
+        try:
+            _use(keeper, 99)
+        finally:
+            other.close()
+        assert len(_warnings(caplog)) == 1
+
+
+def test_many_async_workmem_storages_are_never_warned_about(
+    path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "_sqlite3" in sys.modules
+    monkeypatch.setattr(adapter, "_FOREIGN_CHECK_INTERVAL", 0.0)
+    caplog.set_level(logging.WARNING, LOGGER)
+
+    async def use(storage: workmem.AsyncMemoryStorage, i: int) -> None:
+        for j in range(4):
+            await asyncio.gather(
+                storage.merge_working_memory({f"s{i}-{j}": j}, scope="resource", resource_id="u1"),
+                storage.query("SELECT count(*) FROM mastra_resources WHERE id = ?", ["u1"]),  # type: ignore[attr-defined]
+                storage.get_working_memory(scope="resource", resource_id="u1"),
+                storage.get_resource("u1"),
+            )
+
+    async def one(i: int) -> None:
+        for _ in range(2):  # closed while the others keep the file open, then opened again
+            async with await workmem.connect_async(f"file:{path}") as storage:
+                await use(storage, i)
+
+    async def main() -> None:
+        async with await workmem.connect_async(f"file:{path}") as keeper:
+            await asyncio.gather(*(one(i) for i in range(STORAGES)))
+            assert _warnings(caplog) == []
+            other = sqlite3.connect(path)
+            try:
+                await use(keeper, 99)
+            finally:
+                other.close()
+            assert len(_warnings(caplog)) == 1
+
+    asyncio.run(main())
 
 
 # -- across processes: the sqlite3 shell and workmem share the file's locks -----------------------

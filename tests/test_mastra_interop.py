@@ -106,34 +106,10 @@ def _libsql() -> Iterator[tuple[str, dict[str, Any]]]:
 
 @contextlib.contextmanager
 def _upstash(suffix: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    # @mastra/upstash has no key prefix: its keys are Mastra's own, on the shared test Redis. Every id of a
-    # test carries its random suffix, and every key naming it is deleted afterwards.
-    from backends import shared_bridge
-    from upstash_fixtures import raw_client
+    from upstash_fixtures import mastra_keyspace
 
-    bridge = shared_bridge()
-    try:
-        yield bridge.storage_url(), {"kind": "upstash", "url": bridge.url, "token": bridge.token}
-    finally:
-        client: Any = raw_client(bridge)
-        try:
-            cursor = 0
-            while True:
-                cursor, keys = client.scan(cursor, match=f"*{suffix}*", count=1000)
-                if keys:
-                    client.delete(*keys)
-                if cursor == 0:
-                    break
-            for id_set in ("workmem:ids:threads", "workmem:ids:resources"):  # workmem's id sets: this test's ids
-                cursor = 0
-                while True:
-                    cursor, members = client.zscan(id_set, cursor, match=f"*{suffix}*", count=1000)
-                    if members:
-                        client.zrem(id_set, *(member for member, _ in members))
-                    if cursor == 0:
-                        break
-        finally:
-            client.close()
+    with mastra_keyspace(suffix) as opened:
+        yield opened
 
 
 @contextlib.contextmanager

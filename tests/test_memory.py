@@ -336,11 +336,11 @@ def test_thread_scope_keeps_memory_per_thread(storage: MemoryStorage) -> None:
 
 
 @pytest.mark.parametrize("mode", ["template", "schema"])
-@pytest.mark.parametrize("read_only", [False, True])
-def test_a_missing_thread_raises_in_thread_scope_as_in_resource_scope(
-    storage: MemoryStorage, mode: str, read_only: bool
-) -> None:
-    """Reads of a missing thread raise ThreadNotFoundError, as writes do and as resource scope does."""
+def test_a_missing_thread_raises_in_thread_scope_as_in_resource_scope(storage: MemoryStorage, mode: str) -> None:
+    """Reads of a missing thread raise ThreadNotFoundError, as writes do and as resource scope does.
+
+    Not in read-only mode: there it reads as empty (tests/test_read_only_new_thread.py).
+    """
     kind: dict[str, Any] = {"schema": Profile} if mode == "schema" else {}
     missing = "missing-" + uuid.uuid4().hex
     rid = _rid()
@@ -352,12 +352,12 @@ def test_a_missing_thread_raises_in_thread_scope_as_in_resource_scope(
     if mode == "schema":
         reads.append(lambda m: m.get_working_memory_data(thread_id=missing))
     for scope in ("resource", "thread"):
-        memory = Memory(storage, scope=scope, read_only=read_only, **kind)  # type: ignore[arg-type]
+        memory = Memory(storage, scope=scope, **kind)  # type: ignore[arg-type]
         for read in reads:
             with pytest.raises(ThreadNotFoundError) as raised:
                 read(memory)
             assert raised.value.thread_id == missing
-    thread_scope = Memory(storage, scope="thread", read_only=read_only, **kind)
+    thread_scope = Memory(storage, scope="thread", **kind)
     with pytest.raises(ThreadNotFoundError):
         thread_scope.system_message(thread_id=missing, resource_id=rid)  # the owner given changes nothing
     assert storage.get_thread(missing) is None and storage.get_resource(rid) is None

@@ -25,6 +25,7 @@ from scripted_model import USER_TURN, ScriptedModel, copy_back_arguments, edit_a
 import workmem
 from workmem import AsyncMemory, Memory, WorkingMemoryTooLargeError
 from workmem.adapters.reference import InMemoryStorage
+from workmem.agent.prompt import too_large_message
 from workmem.errors import ValidationError
 from workmem.records import Scope
 from workmem.validation import dump_json
@@ -394,27 +395,37 @@ def test_scripted_model_follows_the_refusal_over_many_turns() -> None:
         assert refusals >= 2
 
 
-# -- the race the merge check leaves open, as documented -------------------------------------------
+# -- a writer between the read and the merge -------------------------------------------------------
 
 
-def test_a_concurrent_merge_can_overshoot_the_limit_but_is_not_lost() -> None:
-    """Between the size check and the atomic merge another writer merges: both changes are kept (no lost
-    update), the stored result may exceed the limit by what that writer added, and the next message says so."""
+def test_a_merge_racing_another_writer_is_decided_on_what_is_stored_when_it_merges() -> None:
+    """Between the agent layer's read and the storage's atomic merge another writer merges: the limit is
+    decided on the memory as it is at the merge (the storage's atomic step), not as it was read, so the
+    update that would now grow the memory over the limit is refused and the other writer's change is kept.
+    (Before, the check ran on the read and the stored result ended over the limit.)"""
 
     class Racing(InMemoryStorage):
         def merge_working_memory(self, patch: Any, **target: Any) -> dict[str, Any]:
-            super().merge_working_memory({"tags": ["from-another-writer"]}, **target)
-            return super().merge_working_memory(patch, **target)
+            limit = target.pop("max_chars", None)
+            super().merge_working_memory({"tags": ["from-another-writer"]}, **target)  # no limit: another program
+            return super().merge_working_memory(patch, **target, max_chars=limit)
 
     storage = Racing()
     with Memory(storage, schema=SCHEMA, max_chars=LIMIT) as memory:
         InMemoryStorage.merge_working_memory(storage, _notes(980), scope="resource", resource_id="u")
-        result = memory.call_tool({"memory": {"name": "Annabel"}}, resource_id="u")  # 984 as checked
-        assert result["ok"] is True and "still over the limit" in result["message"]
+        result = memory.call_tool({"memory": {"name": "Annabel"}}, resource_id="u")  # 984 as read: fits
+        now = len(dump_json({**_notes(980), "tags": ["from-another-writer"]}))
+        assert now > LIMIT
+        assert result == {"ok": False, "error": too_large_message("schema", now + 4, LIMIT, now)}
+        assert result["error"].startswith(
+            f"Working memory not updated: the result would be {now + 4:,} characters; the memory already holds "
+            f"{now:,} characters"
+        )
         data = memory.get_working_memory_data(resource_id="u")
-        assert data["name"] == "Annabel" and data["tags"] == ["from-another-writer"]
-        assert len(dump_json(data)) > LIMIT
-        assert "over the limit: condense it" in memory.system_message(resource_id="u")
+        assert data == {**_notes(980), "tags": ["from-another-writer"]}  # the other writer's change is kept
+        # An update that shrinks it is still stored.
+        result = memory.call_tool({"memory": {"tags": None, "name": "Annabel"}}, resource_id="u")
+        assert result["ok"] is True and len(dump_json(memory.get_working_memory_data(resource_id="u"))) == 984
 
 
 # -- the setting ----------------------------------------------------------------------------------

@@ -9,14 +9,18 @@ against a real server say the adapter is correct.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import mongomock
 import pytest
 from test_mongodb_behaviour import MongoBehaviour
 
+from workmem import Thread, WorkingMemoryTooLargeError
 from workmem.adapters.mongodb.storage import MongoStorage
+from workmem.validation import dump_json
 
 
 @pytest.fixture
@@ -85,3 +89,44 @@ def test_fake_mongomock_a_delete_naming_the_owner_of_a_thread_created_meanwhile_
 
     monkeypatch.setattr(threads, "delete_one", delete_then_create)
     assert storage.delete_thread("t", resource_id="b") is False
+
+
+def test_fake_mongomock_max_chars_paths(fake_client: mongomock.MongoClient, storage: MongoStorage) -> None:
+    """FAKE: the adapter's max_chars paths (merge, replace, update_resource/update_thread) through the suite's
+    fixed examples, against mongomock (code paths, not conformance: no race is meaningful here)."""
+    from workmem.conformance import run
+
+    report = run(lambda: MongoStorage(fake_client, storage.database, create_indexes=False), only=["max_chars_rules"])
+    assert [(c.name, c.status, c.reason) for c in report.checks] == [("max_chars_rules", "passed", None)]
+
+
+@pytest.mark.parametrize("scope", ["resource", "thread"])
+def test_fake_mongomock_max_chars_is_decided_on_the_document_the_compare_and_set_writes_over(
+    fake_client: mongomock.MongoClient, storage: MongoStorage, scope: str
+) -> None:
+    """FAKE: another writer merges between the adapter's read and its conditional update; the update misses,
+    the retry reads again and decides the limit on what is stored then: the grown memory refuses the merge."""
+    other = MongoStorage(fake_client, storage.database)
+    at: dict[str, Any] = {"scope": scope, "resource_id": "u"}
+    if scope == "thread":
+        storage.create_thread(Thread("t", "u"))
+        at["thread_id"] = "t"
+    storage.merge_working_memory({"a": "x" * 20}, **at)  # 30 characters stored
+    collection = storage._db.resources if scope == "resource" else storage._db.threads
+    read = collection.find_one
+    slipped: list[bool] = []
+
+    async def find_one(filter: Any, projection: Any = None) -> Any:
+        document = await read(filter, projection)
+        if not slipped:  # once: between this read and the write, another writer grows the memory
+            slipped.append(True)
+            other.merge_working_memory({"b": "y" * 20}, **at)
+        return document
+
+    collection.find_one = find_one  # type: ignore[method-assign]
+    with pytest.raises(WorkingMemoryTooLargeError) as info:
+        storage.merge_working_memory({"c": 1}, **at, max_chars=40)  # 36 as first read: it would fit
+    both = {"a": "x" * 20, "b": "y" * 20}
+    assert (info.value.current, info.value.size) == (len(dump_json(both)), len(dump_json({**both, "c": 1})))
+    assert slipped == [True]
+    assert json.loads(other.get_working_memory(**at) or "") == both

@@ -38,6 +38,7 @@ from workmem.conformance import PROFILES, Report, run
 from workmem.conformance.apis import APIS, Api
 from workmem.conformance.processes import spawn
 from workmem.flows import run_sync
+from workmem.limits import check_limit, document_size, text_size
 from workmem.merge_patch import parse_json_object
 from workmem.records import (
     WORKING_MEMORY_KEY,
@@ -145,14 +146,17 @@ def _merging(
     return merge
 
 
-def _merge_in_store(hooks: ReferenceHooks, target: ScopeTarget, now: datetime, merge: Merge) -> dict[str, Any]:
-    """The reference merge (atomic, owner checked, where the text lives), computing the result with ``merge``."""
+def _merge_in_store(
+    hooks: ReferenceHooks, target: ScopeTarget, now: datetime, merge: Merge, max_chars: int | None = None
+) -> dict[str, Any]:
+    """The reference merge (atomic, owner checked, where the text lives, size limit kept), computing the result
+    with ``merge``."""
     store = hooks._store
     with store.lock:
         if target.scope == "resource":
             assert target.resource_id is not None
             old = store.resources.get(target.resource_id)
-            merged, text = merge(None if old is None else old.working_memory)
+            merged, text = _limited(merge, None if old is None else old.working_memory, max_chars)
             store.resources[target.resource_id] = updated_resource(old, target.resource_id, text, UNSET, now)
             return merged
         assert target.thread_id is not None
@@ -160,9 +164,15 @@ def _merge_in_store(hooks: ReferenceHooks, target: ScopeTarget, now: datetime, m
         if thread is None:
             raise workmem.ThreadNotFoundError(target.thread_id)
         check_owner(thread, target.resource_id)
-        merged, text = merge(thread_working_memory_to_merge(thread.metadata))
+        merged, text = _limited(merge, thread_working_memory_to_merge(thread.metadata), max_chars)
         store.threads[thread.id] = with_thread_memory(thread, text, now)
         return merged
+
+
+def _limited(merge: Merge, stored: str | None, max_chars: int | None) -> tuple[dict[str, Any], str]:
+    merged, text = merge(stored)
+    check_limit(len(text), document_size(stored), max_chars)
+    return merged, text
 
 
 class OwnerChanging(ReferenceHooks):
@@ -177,7 +187,9 @@ class OwnerChanging(ReferenceHooks):
 class RacyMerge(ReferenceHooks):
     """merge reads, pauses, then writes: nothing makes the read-modify-write one step."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         if target.scope == "resource":
             assert target.resource_id is not None
             old = await self._get_resource(target.resource_id)
@@ -213,8 +225,10 @@ def _null_as_value(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, A
 class NullIsAValue(ReferenceHooks):
     """merge stores ``null`` instead of deleting the key."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return _merge_in_store(self, target, now, _merging(patch, apply=_null_as_value))
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return _merge_in_store(self, target, now, _merging(patch, apply=_null_as_value), max_chars)
 
 
 def _shallow(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
@@ -225,8 +239,10 @@ def _shallow(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 class ShallowMerge(ReferenceHooks):
     """merge replaces top-level values instead of merging objects deeply."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return _merge_in_store(self, target, now, _merging(patch, apply=_shallow))
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return _merge_in_store(self, target, now, _merging(patch, apply=_shallow), max_chars)
 
 
 class ScopeLeak(ReferenceHooks):
@@ -240,8 +256,9 @@ class ScopeLeak(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
-        thread = await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+        thread = await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
         memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
         if isinstance(memory, str):
             await self._update_resource(thread.resource_id, memory, UNSET, now)
@@ -279,8 +296,10 @@ class CreatedAtReset(ReferenceHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        updated = await super()._update_resource(resource_id, working_memory, metadata, now)
+        updated = await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
         return await self._save_resource(dataclasses.replace(updated, created_at=updated.updated_at))
 
 
@@ -336,8 +355,10 @@ class IntsBecomeFloats(ReferenceHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        return await super()._update_resource(resource_id, working_memory, _floats(metadata), now)
+        return await super()._update_resource(resource_id, working_memory, _floats(metadata), now, max_chars=max_chars)
 
     async def _create_thread(self, thread: Thread) -> Thread:
         return await super()._create_thread(dataclasses.replace(thread, metadata=_floats(thread.metadata)))
@@ -353,11 +374,14 @@ class IntsBecomeFloats(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
-        return await super()._update_thread(thread_id, title, _floats(metadata), now, owner=owner)
+        return await super()._update_thread(thread_id, title, _floats(metadata), now, owner=owner, max_chars=max_chars)
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return _merge_in_store(self, target, now, _merging(patch, finish=_floats))
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return _merge_in_store(self, target, now, _merging(patch, finish=_floats), max_chars)
 
 
 def _blank_is_not_empty(text: str | None) -> dict[str, Any]:
@@ -367,8 +391,10 @@ def _blank_is_not_empty(text: str | None) -> dict[str, Any]:
 class BlankMemoryIsNotEmpty(ReferenceHooks):
     """merge counts only missing or empty memory as ``{}``: whitespace-only text raises WorkingMemoryFormatError."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return _merge_in_store(self, target, now, _merging(patch, parse=_blank_is_not_empty))
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return _merge_in_store(self, target, now, _merging(patch, parse=_blank_is_not_empty), max_chars)
 
 
 def _falsy_is_empty(text: str | None) -> dict[str, Any]:
@@ -381,8 +407,10 @@ def _falsy_is_empty(text: str | None) -> dict[str, Any]:
 class NullTextIsEmpty(ReferenceHooks):
     """merge reads stored text ``null`` (or any falsy JSON) as ``{}`` instead of raising WorkingMemoryFormatError."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return _merge_in_store(self, target, now, _merging(patch, parse=_falsy_is_empty))
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return _merge_in_store(self, target, now, _merging(patch, parse=_falsy_is_empty), max_chars)
 
 
 class DeleteKeepsThreadMemory(ReferenceHooks):
@@ -439,7 +467,9 @@ class FailedMergeMovesUpdatedAt(ReferenceHooks):
     """merge stamps updated_at, then parses the stored text: a merge into text that is no JSON object raises
     WorkingMemoryFormatError but has moved updated_at."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         with self._store.lock:
             if target.scope == "resource" and target.resource_id in self._store.resources:
                 old = self._store.resources[target.resource_id]
@@ -448,7 +478,7 @@ class FailedMergeMovesUpdatedAt(ReferenceHooks):
                 thread = self._store.threads[target.thread_id]
                 if target.resource_id in (None, thread.resource_id):
                     self._store.threads[thread.id] = dataclasses.replace(thread, updated_at=now)
-            return await super()._merge_working_memory(target, patch, now)
+            return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
 
 
 class BulkMovesThreads(ReferenceHooks):
@@ -492,9 +522,10 @@ class CheckThenWrite(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         await self._checked(thread_id, owner)
-        return await super()._update_thread(thread_id, title, metadata, now, owner=None)
+        return await super()._update_thread(thread_id, title, metadata, now, owner=None, max_chars=max_chars)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         await self._checked(thread_id, owner)
@@ -512,11 +543,110 @@ class OwnerIgnored(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
-        return await super()._update_thread(thread_id, title, metadata, now, owner=None)
+        return await super()._update_thread(thread_id, title, metadata, now, owner=None, max_chars=max_chars)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         return await super()._delete_thread(thread_id, owner=None)
+
+
+# -- the max_chars size limit (issue 26, item 3) ------------------------------------------------------------
+
+
+async def _stored_memory(hooks: ReferenceHooks, target: ScopeTarget) -> str | None:
+    """The working memory a merge into ``target`` starts from, read outside any atomic step."""
+    if target.scope == "resource":
+        resource = await hooks._get_resource(str(target.resource_id))
+        return None if resource is None else resource.working_memory
+    thread = await hooks._get_thread(str(target.thread_id))
+    return None if thread is None else thread_working_memory_to_merge(thread.metadata)
+
+
+class LimitOnStaleRead(ReferenceHooks):
+    """merge checks max_chars on the memory read before its atomic step (as the agent layer did): concurrent
+    merges all pass against the same read, and together store more than the limit."""
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        merge_document(await _stored_memory(self, target), patch, max_chars)  # the check, on the read
+        await self._pause(0.002)  # other merges slip in here
+        return await super()._merge_working_memory(target, patch, now)
+
+
+class ReplaceLimitOnStaleRead(ReferenceHooks):
+    """set_working_memory checks max_chars on the memory read before its write: a larger replace lands after a
+    smaller one."""
+
+    async def _stale_check(self, target: ScopeTarget, text: object, max_chars: int | None) -> None:
+        if isinstance(text, str):
+            check_limit(len(text), text_size(await _stored_memory(self, target)), max_chars)
+            await self._pause(0.002)
+
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+    ) -> Resource:
+        await self._stale_check(ScopeTarget("resource", resource_id, None), working_memory, max_chars)
+        return await super()._update_resource(resource_id, working_memory, metadata, now)
+
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+        max_chars: int | None = None,
+    ) -> Thread:
+        memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
+        await self._stale_check(ScopeTarget("thread", owner, thread_id), memory, max_chars)
+        return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+
+
+class LimitCountsBytes(ReferenceHooks):
+    """max_chars counts the merged JSON's UTF-8 bytes, not its characters."""
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        def merge(stored: str | None) -> tuple[dict[str, Any], str]:
+            merged, text = merge_document(stored, patch)
+            check_limit(len(text.encode("utf-8")), len(dump_json(parse_json_object(stored))), max_chars)
+            return merged, text
+
+        return _merge_in_store(self, target, now, merge)
+
+
+class LimitCountsStoredText(ReferenceHooks):
+    """A merge compares its compact result with the stored text as it is (indented by another program), not
+    with that document written compact: memory above the limit grows."""
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        def merge(stored: str | None) -> tuple[dict[str, Any], str]:
+            merged, text = merge_document(stored, patch)
+            check_limit(len(text), text_size(stored), max_chars)
+            return merged, text
+
+        return _merge_in_store(self, target, now, merge)
+
+
+MUTANTS_MAX_CHARS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
+    (LimitOnStaleRead, {"max_chars_merge_race"}, {"max_chars_merge_race"}),
+    (ReplaceLimitOnStaleRead, {"max_chars_replace_race"}, {"max_chars_replace_race"}),
+    (LimitCountsBytes, {"max_chars_rules"}, {"max_chars_rules"}),
+    (LimitCountsStoredText, {"max_chars_rules"}, {"max_chars_rules"}),
+]
+"""The size limit: decided in the atomic step, on the measure every backend shares."""
 
 
 # -- issue 29: histories checked for linearizability, every owner-naming write raced, no aliasing -----------
@@ -554,9 +684,11 @@ class StaleReadCache(ReferenceHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         self._forget("r:" + resource_id)
-        return await super()._update_resource(resource_id, working_memory, metadata, now)
+        return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
 
     async def _create_thread(self, thread: Thread) -> Thread:
         self._forget("t:" + thread.id)
@@ -574,17 +706,20 @@ class StaleReadCache(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         self._forget("t:" + thread_id)
-        return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+        return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         self._forget("t:" + thread_id)
         return await super()._delete_thread(thread_id, owner=owner)
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         self._forget("r:" + str(target.resource_id) if target.scope == "resource" else "t:" + str(target.thread_id))
-        return await super()._merge_working_memory(target, patch, now)
+        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
 
 
 class CountedTotal(ReferenceHooks):
@@ -626,7 +761,9 @@ class CountedTotal(ReferenceHooks):
 class SplitConnectionMerge(ReferenceHooks):
     """merge reads the stored document on one connection and writes the merged one on another, unconditionally."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         reader = type(self)(self.name)  # a second connection to the same store
         if target.scope == "resource":
             assert target.resource_id is not None
@@ -640,7 +777,7 @@ class SplitConnectionMerge(ReferenceHooks):
             check_owner(thread, target.resource_id)
             current = thread_working_memory_to_merge(thread.metadata)
         await self._pause(0.001)  # the round trip to the other connection
-        merged, text = merge_document(current, patch)
+        merged, text = merge_document(current, patch, max_chars)
         if target.scope == "resource":
             assert target.resource_id is not None
             await self._update_resource(target.resource_id, text, UNSET, now)
@@ -668,7 +805,9 @@ class DeleteChecksOwnerFirst(ReferenceHooks):
 class ThreadMergeChecksOwnerFirst(ReferenceHooks):
     """A thread-scope merge alone checks the owner it names by a read, then merges by thread id."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         if target.scope == "thread" and target.resource_id is not None:
             assert target.thread_id is not None
             old = await self._get_thread(target.thread_id)
@@ -677,7 +816,7 @@ class ThreadMergeChecksOwnerFirst(ReferenceHooks):
             check_owner(old, target.resource_id)
             await self._pause(0.002)
             target = ScopeTarget("thread", None, target.thread_id)
-        return await super()._merge_working_memory(target, patch, now)
+        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
 
 
 class ParseCacheAliases(ReferenceHooks):
@@ -712,10 +851,12 @@ class ParseCacheAliases(ReferenceHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         with self._store.lock:
             old = self._held("r:" + resource_id, self._store.resources.get(resource_id))
-            new = updated_resource(old, resource_id, working_memory, metadata, now)
+            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
             self._store.resources[resource_id] = new
             return new
 
@@ -727,12 +868,13 @@ class ParseCacheAliases(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         with self._store.lock:
             old = self._held("t:" + thread_id, self._store.threads.get(thread_id))
             if old is None:
                 raise workmem.ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, now, owner)
+            new = updated_thread(old, title, metadata, now, owner, max_chars)
             self._store.threads[thread_id] = new
             return new
 
@@ -814,6 +956,7 @@ MUTANTS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     *MUTANTS_B,
     *MUTANTS_ISSUE_17,
     *MUTANTS_OWNER_WRITES,
+    *MUTANTS_MAX_CHARS,
     *MUTANTS_ISSUE_29,
 ]
 
@@ -1030,7 +1173,9 @@ class RacyFileStorage(ReferenceHooks):
         self._write("t:" + thread.id, {"owner": thread.resource_id, "wm": None, "face": type(self).__name__})
         return thread
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         if target.scope == "resource":
             current = (await self._get_resource(str(target.resource_id)) or Resource("x")).working_memory
         else:
@@ -1205,12 +1350,14 @@ class DeepMetadataMerge(ReferenceHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         with self._store.lock:
             old = self._store.resources.get(resource_id)
             if old is not None and old.metadata and isinstance(metadata, dict):
                 metadata = _deep(old.metadata, metadata)
-            return await super()._update_resource(resource_id, working_memory, metadata, now)
+            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
 
     async def _update_thread(
         self,
@@ -1220,12 +1367,13 @@ class DeepMetadataMerge(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         with self._store.lock:
             old = self._store.threads.get(thread_id)
             if old is not None and old.metadata and isinstance(metadata, dict):
                 metadata = _deep(old.metadata, metadata)
-            return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+            return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
 
 
 def _nfc(value: Any) -> Any:
@@ -1241,8 +1389,10 @@ def _nfc(value: Any) -> Any:
 class NormalizingMerge(ReferenceHooks):
     """merge_working_memory sends the patch through a JSON layer that NFC-normalizes every string and key."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return await super()._merge_working_memory(target, _nfc(patch), now)
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return await super()._merge_working_memory(target, _nfc(patch), now, max_chars=max_chars)
 
 
 def _depth(value: Any) -> int:
@@ -1341,18 +1491,20 @@ def _long(value: object) -> bool:
 class LenientStoredDepth(ReferenceHooks):
     """merge parses the stored document with the nesting limit off by one: it merges into 33 levels."""
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         def lenient(stored: str | None) -> tuple[dict[str, Any], str]:
             try:
                 document = json.loads(stored or "")
             except ValueError:
                 document = None
             if not isinstance(document, dict) or _depth(document) != 33:
-                return merge_document(stored, patch)
+                return merge_document(stored, patch, max_chars)
             merged: dict[str, Any] = workmem.apply_merge_patch(document, patch)
             return merged, json.dumps(merged)
 
-        return _merge_in_store(self, target, now, lenient)
+        return _merge_in_store(self, target, now, lenient, max_chars)
 
 
 class CharLimitIds(ReferenceHooks):
@@ -1421,12 +1573,14 @@ class RacyMetadata(ReferenceHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         if not isinstance(metadata, dict):
-            return await super()._update_resource(resource_id, working_memory, metadata, now)
+            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
         old = await self._get_resource(resource_id)
         await self._pause(0.002)
-        return await self._save_resource(updated_resource(old, resource_id, working_memory, metadata, now))
+        return await self._save_resource(updated_resource(old, resource_id, working_memory, metadata, now, max_chars))
 
     async def _update_thread(
         self,
@@ -1436,14 +1590,15 @@ class RacyMetadata(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         if not isinstance(metadata, dict):
-            return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+            return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
         old = await self._get_thread(thread_id)
         if old is None:
             raise workmem.ThreadNotFoundError(thread_id)
         await self._pause(0.002)
-        new = updated_thread(old, title, metadata, now, owner)
+        new = updated_thread(old, title, metadata, now, owner, max_chars)
         with self._store.lock:
             self._store.threads[thread_id] = new
         return new
@@ -1462,16 +1617,17 @@ class SeparateMetadataLock(ReferenceHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         if not isinstance(metadata, dict):
-            return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+            return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
         await self._metadata_lock.acquire(self)
         try:
             old = await self._get_thread(thread_id)
             if old is None:
                 raise workmem.ThreadNotFoundError(thread_id)
             await self._pause(0.002)
-            new = updated_thread(old, title, metadata, now, owner)
+            new = updated_thread(old, title, metadata, now, owner, max_chars)
             with self._store.lock:
                 self._store.threads[thread_id] = new
             return new

@@ -356,7 +356,8 @@ def test_unreachable_server_fails_fast_with_the_password_masked(caplog: pytest.L
         workmem.connect(url, connect_timeout=2)
     assert time.monotonic() - started < 5
     exc = info.value
-    assert isinstance(exc.__cause__, oracledb.Error)
+    assert isinstance(exc.__cause__, workmem.DriverError) and exc.__cause__.driver.startswith("oracledb.")
+    assert exc.__cause__.code == "DPY-6005"  # the driver's code, kept on the detached cause
     with caplog.at_level(logging.ERROR):
         logging.getLogger("test_oracle").error("connect failed: %s", exc, exc_info=exc)
     for text in (str(exc), repr(exc), caplog.text):
@@ -849,7 +850,9 @@ def test_async_read_runs_again_once_on_a_dead_session_and_a_write_never(async_po
         async_pool.script = [("SELECT", dead)] * 2
         with pytest.raises(BackendUnavailableError, match="DPY-4011") as info:
             await storage.get_thread("t-1")
-        assert "tiger" not in str(info.value) and isinstance(info.value.__cause__, oracledb.DatabaseError)
+        cause = info.value.__cause__
+        assert "tiger" not in str(info.value) and isinstance(cause, workmem.DriverError)
+        assert cause.driver == "oracledb.exceptions.DatabaseError" and cause.code == "DPY-4011"
         async_pool.script = [("DELETE", dead), ("DELETE", (1, []))]
         with pytest.raises(BackendUnavailableError):
             await storage.delete_thread("t-1")
@@ -944,7 +947,7 @@ def test_async_unreachable_server_fails_fast_with_the_password_masked() -> None:
     with pytest.raises(BackendUnavailableError) as info:
         asyncio.run(main())
     assert time.monotonic() - started < 5
-    assert isinstance(info.value.__cause__, oracledb.Error)
+    assert isinstance(info.value.__cause__, workmem.DriverError) and info.value.__cause__.code == "DPY-6005"
     assert password not in str(info.value) and "DPY-6005" in str(info.value)
 
 

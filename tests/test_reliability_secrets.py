@@ -6,7 +6,8 @@ a closed local port, a wrong host, a wrong user or token on the local server,
 a server that echoes the credentials back in its error, a malformed URL. The
 error must be a workmem error, and the secret (raw or URL-encoded) must appear
 in none of: ``str``/``repr``/``args`` of every exception in the
-``__cause__``/``__context__`` chain, ``traceback.format_exception`` of it, any
+``__cause__``/``__context__`` chain, ``traceback.format_exception`` of it,
+anything else reachable from it (``reachable.assert_unreachable``), any
 log record (root and the drivers' loggers at DEBUG), stdout/stderr (also at
 the file-descriptor level, where native drivers write), and ``repr`` of a
 storage that did open. No MongoDB or Oracle server is needed: a refused
@@ -29,6 +30,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 from backends import shared_bridge
+from reachable import assert_unreachable, chain_of
 from servers import server_url
 
 import workmem
@@ -66,23 +68,9 @@ def forms(secret: str) -> set[str]:
     return {s for s in spelled if len(s) >= 8}
 
 
-def chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        current = todo.pop()
-        if any(current is s for s in seen):
-            continue
-        seen.append(current)
-        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
-        if isinstance(current, BaseExceptionGroup):
-            todo += list(current.exceptions)
-    return seen
-
-
 def texts_of(exc: BaseException) -> list[str]:
     found = ["".join(traceback.format_exception(exc))]
-    for e in chain(exc):
+    for e in chain_of(exc):
         found += [str(e), repr(e), repr(e.args), *map(str, getattr(e, "__notes__", []))]
     return found
 
@@ -108,6 +96,8 @@ def leaks(caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]) -
             for form in forms(secret):
                 leaked = [text for text in seen if form in text]
                 assert not leaked, f"{form!r} leaked: {leaked[0][:1500]}"
+            if exc is not None and len(secret) >= 8:
+                assert_unreachable(exc, secret)  # nor anywhere reachable from it (see reachable.py)
 
         yield check
 

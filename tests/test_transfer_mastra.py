@@ -65,7 +65,7 @@ class Side:
 def _private_upstash(suffix: str) -> Iterator[Side]:
     """A bridge of its own in front of an empty Redis database; this test's keys are deleted afterwards."""
     from servers import server_url
-    from upstash_fixtures import raw_client, start_bridge, stop_bridge
+    from upstash_fixtures import delete_suffixed, raw_client, start_bridge, stop_bridge
 
     server = server_url("redis").rstrip("/")
     for db in random.sample(range(1, 16), 15):
@@ -77,27 +77,13 @@ def _private_upstash(suffix: str) -> Iterator[Side]:
         stop_bridge(bridge)
     else:
         pytest.fail("no empty Redis database (1 to 15) for @mastra/upstash, whose keys have no prefix")
+    client.close()
     try:
         yield Side(bridge.storage_url(), {"kind": "upstash", "url": bridge.url, "token": bridge.token})
     finally:
         try:
-            cursor = 0
-            while True:
-                cursor, keys = client.scan(cursor, match=f"*{suffix}*", count=1000)
-                if keys:
-                    client.delete(*keys)
-                if cursor == 0:
-                    break
-            for id_set in ("workmem:ids:threads", "workmem:ids:resources"):
-                cursor = 0
-                while True:
-                    cursor, members = client.zscan(id_set, cursor, match=f"*{suffix}*", count=1000)
-                    if members:
-                        client.zrem(id_set, *(member for member, _ in members))
-                    if cursor == 0:
-                        break
+            delete_suffixed(bridge, suffix)
         finally:
-            client.close()
             stop_bridge(bridge)
 
 

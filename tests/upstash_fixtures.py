@@ -9,14 +9,25 @@ is deleted afterwards (SCAN + DEL of that prefix only).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from servers import server_url
 
 from workmem.testing.upstash_bridge import BridgeProcess, spawn_bridge
 
-__all__ = ["Bridge", "bridge", "delete_prefix", "raw_client", "start_bridge", "upstash_url"]
+__all__ = [
+    "Bridge",
+    "bridge",
+    "delete_prefix",
+    "delete_suffixed",
+    "mastra_keyspace",
+    "raw_client",
+    "start_bridge",
+    "upstash_url",
+]
 
 
 Bridge = BridgeProcess
@@ -81,3 +92,43 @@ def upstash_prefix(bridge: Bridge) -> Iterator[str]:
 def upstash_url(bridge: Bridge, upstash_prefix: str) -> str:
     """``upstash+http://127.0.0.1:PORT?token=...&prefix=...`` of a fresh keyspace."""
     return bridge.storage_url(upstash_prefix)
+
+
+@contextlib.contextmanager
+def mastra_keyspace(suffix: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The workmem URL and the ``interop/driver.mjs`` store of the shared bridge's keyspace without a prefix.
+
+    ``@mastra/upstash`` has no key prefix: its keys are Mastra's own, on the shared test Redis. Every id of
+    a test carries its random ``suffix``, and every key naming it (and its entries in workmem's id sets) is
+    deleted afterwards.
+    """
+    from backends import shared_bridge
+
+    bridge = shared_bridge()
+    try:
+        yield bridge.storage_url(), {"kind": "upstash", "url": bridge.url, "token": bridge.token}
+    finally:
+        delete_suffixed(bridge, suffix)
+
+
+def delete_suffixed(bridge: Bridge, suffix: str) -> None:
+    """Delete every key naming ``suffix``, and the ids naming it in workmem's id sets (the unprefixed keyspace)."""
+    client: Any = raw_client(bridge)
+    try:
+        cursor = 0
+        while True:
+            cursor, keys = client.scan(cursor, match=f"*{suffix}*", count=1000)
+            if keys:
+                client.delete(*keys)
+            if cursor == 0:
+                break
+        for id_set in ("workmem:ids:threads", "workmem:ids:resources"):  # workmem's id sets: this test's ids
+            cursor = 0
+            while True:
+                cursor, members = client.zscan(id_set, cursor, match=f"*{suffix}*", count=1000)
+                if members:
+                    client.zrem(id_set, *(member for member, _ in members))
+                if cursor == 0:
+                    break
+    finally:
+        client.close()

@@ -25,6 +25,7 @@ from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    DriverError,
     MissingDriverError,
     MissingTablesError,
     ReadOnlyMemoryError,
@@ -40,6 +41,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.flows import Capabilities
+from workmem.masking import Secret
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Scope, Thread, ThreadPage
 from workmem.registry import connect, connect_async, known_schemes, register
@@ -58,6 +60,7 @@ __all__ = [
     "BackendRefusedError",
     "BackendUnavailableError",
     "Capabilities",
+    "DriverError",
     "Memory",
     "MemoryStorage",
     "MissingDriverError",
@@ -66,6 +69,7 @@ __all__ = [
     "RecordPage",
     "Resource",
     "Scope",
+    "Secret",
     "StorageClosedError",
     "SubAgentResourceId",
     "Thread",

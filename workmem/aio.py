@@ -69,9 +69,10 @@ class AsyncMemoryStorage(StorageHooks):
         *,
         working_memory: str | Unset | None = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        max_chars: int | None = None,
     ) -> Resource:
         """See :meth:`MemoryStorage.update_resource`."""
-        return await flows.update_resource(self, resource_id, working_memory, metadata)
+        return await flows.update_resource(self, resource_id, working_memory, metadata, max_chars)
 
     # -- threads -------------------------------------------------------------------
 
@@ -94,9 +95,10 @@ class AsyncMemoryStorage(StorageHooks):
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
         resource_id: str | None = None,
+        max_chars: int | None = None,
     ) -> Thread:
         """See :meth:`MemoryStorage.update_thread`."""
-        return await flows.update_thread(self, thread_id, title, metadata, resource_id)
+        return await flows.update_thread(self, thread_id, title, metadata, resource_id, max_chars)
 
     async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """See :meth:`MemoryStorage.delete_thread`."""
@@ -123,10 +125,16 @@ class AsyncMemoryStorage(StorageHooks):
         return await flows.get_working_memory(self, scope, resource_id, thread_id)
 
     async def set_working_memory(
-        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        content: str,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> None:
         """See :meth:`MemoryStorage.set_working_memory`."""
-        await flows.set_working_memory(self, content, scope, resource_id, thread_id)
+        await flows.set_working_memory(self, content, scope, resource_id, thread_id, max_chars)
 
     async def merge_working_memory(
         self,
@@ -135,9 +143,10 @@ class AsyncMemoryStorage(StorageHooks):
         scope: Scope,
         resource_id: str | None = None,
         thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> dict[str, Any]:
         """See :meth:`MemoryStorage.merge_working_memory`."""
-        return await flows.merge_working_memory(self, patch, scope, resource_id, thread_id)
+        return await flows.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars)
 
     # -- every record: iteration and bulk writes ------------------------------------
 
@@ -237,8 +246,11 @@ class ThreadedAsyncStorage(AsyncMemoryStorage):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        return await self._run(self.storage._update_resource, resource_id, working_memory, metadata, now)
+        update = functools.partial(self.storage._update_resource, max_chars=max_chars)
+        return await self._run(update, resource_id, working_memory, metadata, now)
 
     async def _get_thread(self, thread_id: str) -> Thread | None:
         return await self._run(self.storage._get_thread, thread_id)
@@ -257,8 +269,9 @@ class ThreadedAsyncStorage(AsyncMemoryStorage):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
-        update = functools.partial(self.storage._update_thread, owner=owner)
+        update = functools.partial(self.storage._update_thread, owner=owner, max_chars=max_chars)
         return await self._run(update, thread_id, title, metadata, now)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
@@ -267,8 +280,11 @@ class ThreadedAsyncStorage(AsyncMemoryStorage):
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         return await self._run(self.storage._list_threads, query)
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return await self._run(self.storage._merge_working_memory, target, patch, now)
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        merge = functools.partial(self.storage._merge_working_memory, max_chars=max_chars)
+        return await self._run(merge, target, patch, now)
 
     async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
         return await self._run(self.storage._resource_page, after, limit)

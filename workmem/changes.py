@@ -12,13 +12,16 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
+from workmem.checks import thread_working_memory
 from workmem.errors import ThreadOwnershipError
+from workmem.limits import check_limit, text_size
 from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import WORKING_MEMORY_KEY, Resource, Thread, Unset, trusted_thread, validate_thread_metadata
 from workmem.timestamps import normalize
 from workmem.validation import dump_json, validate_json_object
 
 __all__ = [
+    "memory_given",
     "merge_document",
     "owned",
     "replaced_thread",
@@ -42,10 +45,17 @@ def updated_resource(
     working_memory: str | Unset | None,
     metadata: dict[str, Any] | Unset | None,
     now: datetime,
+    max_chars: int | None = None,
 ) -> Resource:
-    """The resource after ``update_resource`` (created when ``old`` is ``None``)."""
+    """The resource after ``update_resource`` (created when ``old`` is ``None``).
+
+    With ``max_chars``, a working memory given is checked against the one it replaces
+    (:func:`workmem.limits.check_limit`) before anything is built.
+    """
     if old is None:
         old = Resource(resource_id, None, None, now, now)
+    if isinstance(working_memory, str):
+        check_limit(len(working_memory), text_size(old.working_memory), max_chars)
     return dataclasses.replace(
         old,
         working_memory=old.working_memory if isinstance(working_memory, Unset) else working_memory,
@@ -55,15 +65,25 @@ def updated_resource(
 
 
 def updated_thread(
-    old: Thread, title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime, owner: str | None = None
+    old: Thread,
+    title: str | Unset,
+    metadata: dict[str, Any] | Unset | None,
+    now: datetime,
+    owner: str | None = None,
+    max_chars: int | None = None,
 ) -> Thread:
     """The thread after ``update_thread``.
 
     A new ``title`` was validated by the caller; a kept one is taken as stored (another
     program may have stored a longer one). The merged metadata is checked whole (its size limit).
     An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`owned`).
+    With ``max_chars``, a working memory given in ``metadata`` is checked against the one it
+    replaces (:func:`workmem.limits.check_limit`).
     """
     owned(old, owner)
+    memory = memory_given(metadata)
+    if memory is not None:
+        check_limit(len(memory), text_size(thread_working_memory(old.metadata)), max_chars)
     merged = shallow(old.metadata, metadata)
     return trusted_thread(
         old.id,
@@ -73,6 +93,12 @@ def updated_thread(
         old.created_at,
         normalize(now),
     )
+
+
+def memory_given(metadata: dict[str, Any] | Unset | None) -> str | None:
+    """The working-memory text a thread update's ``metadata`` sets (its ``workingMemory`` string), if any."""
+    memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
+    return memory if isinstance(memory, str) else None
 
 
 def owned(thread: Thread, owner: str | None) -> Thread:
@@ -101,9 +127,19 @@ def replaced_thread(old: Thread | None, thread: Thread, now: datetime) -> Thread
     return dataclasses.replace(old, title=thread.title, metadata=thread.metadata, updated_at=normalize(now))
 
 
-def merge_document(stored: str | None, patch: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The merged working memory and the text to store; raises before anything is written."""
-    merged: dict[str, Any] = apply_merge_patch(parse_json_object(stored), patch)
+def merge_document(
+    stored: str | None, patch: dict[str, Any], max_chars: int | None = None
+) -> tuple[dict[str, Any], str]:
+    """The merged working memory and the text to store; raises before anything is written.
+
+    With ``max_chars``, the merged text is checked against the stored document written the
+    same way (:func:`workmem.limits.check_limit`), before the input rules' own size limit.
+    """
+    document = parse_json_object(stored)
+    merged: dict[str, Any] = apply_merge_patch(document, patch)
+    if max_chars is not None:
+        current = 0 if stored is None or not stored.strip() else len(dump_json(document))
+        check_limit(len(dump_json(merged)), current, max_chars)
     return merged, dump_json(validate_json_object(merged, "merged working memory"))
 
 

@@ -1,8 +1,11 @@
 """The exceptions workmem raises: one root, a few flat classes.
 
-Every adapter maps its driver's failures onto these; the original driver
-exception is kept as ``__cause__`` (``raise ... from exc``), with any password
-or token masked out of the message. A failure of the database is one of three:
+Every adapter maps its driver's failures onto these. The cause
+(``__cause__``) of such an error is a :class:`DriverError`: a detached copy of
+the driver's exception (its class name, its message with any password or token
+masked, its SQLSTATE or error code), never the driver's live exception, whose
+connection objects, request headers and traceback may hold the credentials.
+A failure of the database is one of three:
 :class:`BackendUnavailableError` (it could not be reached, dropped the
 connection or is shutting down) and :class:`BackendBusyError` (concurrent work
 got in the way) are worth retrying, :data:`RETRYABLE_ERRORS`;
@@ -11,11 +14,14 @@ got in the way) are worth retrying, :data:`RETRYABLE_ERRORS`;
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "RETRYABLE_ERRORS",
     "BackendBusyError",
     "BackendRefusedError",
     "BackendUnavailableError",
+    "DriverError",
     "MissingDriverError",
     "MissingTablesError",
     "ReadOnlyMemoryError",
@@ -33,7 +39,23 @@ __all__ = [
 
 
 class WorkmemError(Exception):
-    """Root of every error workmem raises on purpose."""
+    """Root of every error workmem raises on purpose.
+
+    Every workmem error pickles and unpickles as itself (its class, message and
+    attributes), whatever its constructor takes, so it crosses a process pool.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # BaseException pickles as cls(*args): wrong for a constructor that takes other arguments.
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuilt(cls: type[WorkmemError], args: tuple[Any, ...], state: dict[str, Any]) -> WorkmemError:
+    """The error that :meth:`WorkmemError.__reduce__` pickled, rebuilt without calling its constructor."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ValidationError(WorkmemError, ValueError):
@@ -48,13 +70,16 @@ class WorkingMemoryFormatError(WorkmemError, ValueError):
 
 
 class WorkingMemoryTooLargeError(ValidationError):
-    """An update would make the working memory larger than the ``max_chars`` limit of its ``Memory``. Nothing changed.
+    """An update would make the working memory larger than its ``max_chars`` limit. Nothing changed.
 
-    ``size`` is the length (``len()`` of the text, as stored: the JSON text in
-    schema mode) the update would have stored, ``limit`` the limit and
-    ``current`` the length stored now. An update that does not make the memory
-    larger is never refused, so memory already above the limit can be condensed
-    step by step.
+    The limit of a ``Memory``, or one given to a storage write (``max_chars=`` of
+    ``set_working_memory``, ``merge_working_memory``, ``update_resource``,
+    ``update_thread``), decided in the write's atomic step. ``size`` is the
+    length (``len()`` of the text, as stored: the compact JSON text of a merged
+    document) the update would have stored, ``limit`` the limit and ``current``
+    the length stored now (a merge counts the stored document as compact JSON). An
+    update that does not make the memory larger is never refused, so memory
+    already above the limit can be condensed step by step.
     """
 
     def __init__(self, *, size: int, limit: int, current: int) -> None:
@@ -166,7 +191,7 @@ class BackendRefusedError(WorkmemError):
     password or token), a database, schema or table that is not there, or an
     error the server raised for this statement (a type mismatch, its stack
     depth or another limit, a corrupt file). The server's message is kept, and
-    the driver's exception is the ``__cause__``.
+    the driver's exception (as a :class:`DriverError`) is the ``__cause__``.
     """
 
 
@@ -180,6 +205,35 @@ class StorageClosedError(WorkmemError):
 
 class ReadOnlyMemoryError(WorkmemError):
     """A write was attempted through a read-only ``Memory``."""
+
+
+class DriverError(Exception):
+    """A driver's exception, detached: the ``__cause__`` of the workmem error raised for it. Never raised itself.
+
+    It holds text and codes only: ``driver`` names the driver's exception class
+    (``"psycopg.errors.UndefinedTable"``), ``message`` is its message with every
+    password and token masked, ``sqlstate`` (PostgreSQL) and ``code`` (an Oracle
+    ``ORA-``/``DPY-`` code, a MongoDB error code) are kept when the driver gave
+    them, and its own ``__cause__``/``__context__`` are the driver exception's,
+    detached the same way. It has no traceback, and pickles as what it shows.
+    ``str()`` reads ``<driver>: <message>``.
+    """
+
+    def __init__(
+        self, driver: str, message: str, *, sqlstate: str | None = None, code: int | str | None = None
+    ) -> None:
+        super().__init__(driver, message)
+        self.driver = driver
+        """The driver's exception class, ``module.QualifiedName``."""
+        self.message = message
+        """Its message, secrets masked."""
+        self.sqlstate = sqlstate
+        """The SQLSTATE the server sent (PostgreSQL), if any."""
+        self.code = code
+        """The driver's or server's error code (``"ORA-00001"``, ``"DPY-6005"``, MongoDB's ``11000``), if any."""
+
+    def __str__(self) -> str:
+        return f"{self.driver}: {self.message}"
 
 
 RETRYABLE_ERRORS: tuple[type[WorkmemError], ...] = (BackendUnavailableError, BackendBusyError)

@@ -37,6 +37,7 @@ from workmem.checks import (
     thread_working_memory,
 )
 from workmem.errors import UnreadableRecordError, ValidationError
+from workmem.limits import check_max_chars
 from workmem.records import (
     UNSET,
     WORKING_MEMORY_KEY,
@@ -155,8 +156,15 @@ class StorageHooks(ABC):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        """:func:`workmem.changes.updated_resource` applied to the stored resource (or none), atomically."""
+        """:func:`workmem.changes.updated_resource` applied to the stored resource (or none), atomically.
+
+        With ``max_chars`` (and a working memory given), the size limit is decided on the
+        stored working memory in the same atomic step (``updated_resource(..., max_chars)``
+        under the lock, or in the compare-and-set), never on an earlier read.
+        """
 
     @abstractmethod
     async def _get_thread(self, thread_id: str) -> Thread | None:
@@ -179,6 +187,7 @@ class StorageHooks(ABC):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         """:func:`workmem.changes.updated_thread` applied to the stored thread, atomically.
 
@@ -187,7 +196,9 @@ class StorageHooks(ABC):
         that another resource owns at that moment raises
         :class:`~workmem.errors.ThreadOwnershipError` and is left as it is (checking
         first and writing by id after would let a thread deleted and re-created under
-        another owner in between take the write).
+        another owner in between take the write). With ``max_chars`` (and a
+        ``workingMemory`` string in ``metadata``), the size limit is decided in that
+        same step too (``updated_thread(..., max_chars=...)``).
         """
 
     @abstractmethod
@@ -203,12 +214,20 @@ class StorageHooks(ABC):
         """The page ``query`` asks for (see :meth:`ListQuery.read_page`)."""
 
     @abstractmethod
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         """:func:`workmem.changes.merge_document` on the stored working memory of ``target``, atomically.
 
         In thread scope: :class:`~workmem.errors.ThreadNotFoundError` without the
         thread, :func:`~workmem.checks.check_owner` with ``target.resource_id``,
         and :func:`~workmem.checks.thread_working_memory_to_merge` for what it starts from.
+        With ``max_chars``, the size limit is decided on the merged result in the same
+        atomic step (``merge_document(stored, patch, max_chars)``): the merged document
+        as workmem writes it, against the stored one written the same way
+        (:mod:`workmem.limits`). A database that cannot count exactly that text (its
+        own JSON serializer spaces, escapes or formats numbers differently) takes the
+        row lock or compare-and-set path with the merge done in Python.
         """
 
     @abstractmethod
@@ -274,10 +293,12 @@ async def update_resource(
     resource_id: str,
     working_memory: str | Unset | None,
     metadata: Mapping[str, Any] | Unset | None,
+    max_chars: int | None = None,
 ) -> Resource:
     validate_id(resource_id, "resource id")
     checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
-    return await hooks._update_resource(resource_id, checked_memory, checked_metadata, utc_now())
+    limit = check_max_chars(max_chars)
+    return await hooks._update_resource(resource_id, checked_memory, checked_metadata, utc_now(), max_chars=limit)
 
 
 async def get_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None) -> Thread | None:
@@ -304,11 +325,15 @@ async def update_thread(
     title: str | Unset,
     metadata: Mapping[str, Any] | Unset | None,
     resource_id: str | None = None,
+    max_chars: int | None = None,
 ) -> Thread:
     validate_id(thread_id, "thread id")
     owner = None if resource_id is None else validate_id(resource_id, "resource id")
     checked_title, checked_metadata = check_thread_update(title, metadata)
-    return await hooks._update_thread(thread_id, checked_title, checked_metadata, utc_now(), owner=owner)
+    limit = check_max_chars(max_chars)
+    return await hooks._update_thread(
+        thread_id, checked_title, checked_metadata, utc_now(), owner=owner, max_chars=limit
+    )
 
 
 async def delete_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None = None) -> bool:
@@ -345,26 +370,38 @@ async def get_working_memory(
 
 
 async def set_working_memory(
-    hooks: StorageHooks, content: str, scope: Scope, resource_id: str | None, thread_id: str | None
+    hooks: StorageHooks,
+    content: str,
+    scope: Scope,
+    resource_id: str | None,
+    thread_id: str | None,
+    max_chars: int | None = None,
 ) -> None:
     target = check_scope(scope, resource_id, thread_id)
     validate_text(content)
+    limit = check_max_chars(max_chars)
     if target.scope == "resource":
         assert target.resource_id is not None
-        await hooks._update_resource(target.resource_id, content, UNSET, utc_now())
+        await hooks._update_resource(target.resource_id, content, UNSET, utc_now(), max_chars=limit)
         return
     assert target.thread_id is not None
     _, metadata = check_thread_update(UNSET, {WORKING_MEMORY_KEY: content})
-    # The owner is checked by the write itself: the thread may be deleted and its id re-created under
-    # another resource between any read and the write.
-    await hooks._update_thread(target.thread_id, UNSET, metadata, utc_now(), owner=target.resource_id)
+    # The owner (and the size limit) are checked by the write itself: the thread may be deleted and its id
+    # re-created under another resource, or its memory rewritten, between any read and the write.
+    await hooks._update_thread(target.thread_id, UNSET, metadata, utc_now(), owner=target.resource_id, max_chars=limit)
 
 
 async def merge_working_memory(
-    hooks: StorageHooks, patch: Mapping[str, Any], scope: Scope, resource_id: str | None, thread_id: str | None
+    hooks: StorageHooks,
+    patch: Mapping[str, Any],
+    scope: Scope,
+    resource_id: str | None,
+    thread_id: str | None,
+    max_chars: int | None = None,
 ) -> dict[str, Any]:
     target = check_scope(scope, resource_id, thread_id)
-    return await hooks._merge_working_memory(target, validate_json_object(patch, "patch"), utc_now())
+    checked = validate_json_object(patch, "patch")
+    return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=check_max_chars(max_chars))
 
 
 # -- iteration and bulk writes -----------------------------------------------------------

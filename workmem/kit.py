@@ -9,13 +9,17 @@
   :func:`query_pairs` reads a query string without splitting a token, :func:`scheme_of`
   names the scheme,
   :func:`url_secrets` lists what must never be shown, :func:`mask_url` and
-  :func:`mask_secrets` hide them in text, :func:`mask_exception` in a driver's
-  exception (defined in :mod:`workmem.urls`, the ground floor the core uses too).
+  :func:`mask_secrets` hide them in a URL and in text (defined in
+  :mod:`workmem.urls`, the ground floor the core uses too).
 * **Option checks** -- :func:`check_options` refuses unknown options (a typo must
   not be ignored), :func:`check_number` a timeout or size of the wrong type or range.
 * **Driver-error mapping** -- :func:`driver_error` turns a driver's exception into
-  the workmem error class the caller picked, secrets masked in the message and
-  in the chained cause.
+  the workmem error class the caller picked, secrets masked in the message, its
+  cause a :class:`~workmem.errors.DriverError` (:func:`detach`) instead of the
+  driver's live exception; :func:`raise_unchained` raises it without the
+  driver's exception as its implicit ``__context__`` (defined in
+  :mod:`workmem.masking`). Nothing reachable from the error -- chain,
+  attributes, traceback, pickle -- holds a secret.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
-from workmem.errors import MissingDriverError, ValidationError, WorkmemError
+from workmem.errors import DriverError, MissingDriverError, ValidationError, WorkmemError
+from workmem.masking import Secret, detach, raise_unchained
 from workmem.urls import (
     SECRET_QUERY_KEYS,
     UserInfo,
     encode_userinfo,
-    mask_exception,
     mask_secrets,
     mask_url,
     query_pairs,
@@ -41,16 +45,19 @@ from workmem.urls import (
 
 __all__ = [
     "SECRET_QUERY_KEYS",
+    "DriverError",
+    "Secret",
     "UserInfo",
     "check_number",
     "check_options",
+    "detach",
     "driver_error",
     "encode_userinfo",
     "import_driver",
-    "mask_exception",
     "mask_secrets",
     "mask_url",
     "query_pairs",
+    "raise_unchained",
     "scheme_of",
     "split_userinfo",
     "url_secrets",
@@ -95,16 +102,20 @@ def check_number(name: str, value: object, *, integer: bool = False, positive: b
 
 
 def driver_error(
-    kind: Callable[[str], WorkmemError], context: str, exc: BaseException, *secrets: str | None
+    kind: Callable[[str], WorkmemError],
+    context: str,
+    exc: BaseException,
+    *secrets: str | None,
+    code: int | str | None = None,
 ) -> WorkmemError:
-    """A workmem error for a driver's ``exc``, secrets masked, to ``raise error from error.__cause__``.
+    """A workmem error of class ``kind`` for a driver's ``exc``, to raise with :func:`raise_unchained`.
 
-    The message is ``<context>: <exc>``. The cause is ``exc`` with any secret
-    masked in place (it is also the ``__context__`` of the raise), or ``None``
-    when it cannot be masked.
+    The message is ``<context>: <exc>``, the secrets masked in the driver's
+    text (``context`` is the adapter's own, a URL in it already masked by
+    :func:`mask_url`). The cause is :func:`detach` of ``exc`` (``code``
+    overriding the driver's), never ``exc`` itself.
     """
-    masked = mask_secrets(str(exc), *secrets)
-    error = kind(f"{context}: {masked}")
-    error.__cause__ = exc if mask_exception(exc, *secrets) else None
-    error.__suppress_context__ = True
+    cause = detach(exc, *secrets, code=code)
+    error = kind(f"{context}: {cause.message}")
+    error.__cause__ = cause
     return error

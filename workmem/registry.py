@@ -21,6 +21,7 @@ from typing import Any
 
 from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage, opened_in_thread
 from workmem.errors import MissingDriverError, UnknownSchemeError, ValidationError
+from workmem.masking import Secret, forgets_locals, forgets_locals_async
 from workmem.storage import MemoryStorage, check_create
 from workmem.urls import mask_url, scheme_of
 
@@ -154,8 +155,13 @@ def resolve(url: str) -> type[MemoryStorage]:
     return cls
 
 
-def _checked_url(url: str | os.PathLike[str], create: bool, options: dict[str, Any]) -> str:
-    """``url`` as a string ``connect`` can resolve (a path made a libSQL file name); ``create`` put into ``options``."""
+def _checked_url(url: str | os.PathLike[str] | Secret, create: bool, options: dict[str, Any]) -> str:
+    """``url`` as a string ``connect`` can resolve (a path made a libSQL file name); ``create`` put into ``options``.
+
+    A :class:`~workmem.masking.Secret` is revealed, here and in ``options``.
+    """
+    if isinstance(url, Secret):
+        url = url.reveal()
     if isinstance(url, os.PathLike):  # a pathlib.Path: a libSQL database file, whatever its name looks like
         path = os.fspath(url)
         url = path if not isinstance(path, str) or os.path.isabs(path) else os.path.join(os.curdir, path)
@@ -167,6 +173,9 @@ def _checked_url(url: str | os.PathLike[str], create: bool, options: dict[str, A
         raise ValidationError("the URL contains a NUL character")
     if not check_create(create):
         options["create"] = False
+    for name, value in options.items():
+        if isinstance(value, Secret):
+            options[name] = value.reveal()
     return url
 
 
@@ -178,14 +187,19 @@ def _encodable(url: str) -> Iterator[None]:
         raise ValidationError(f"a host name in {mask_url(url)} cannot be encoded: {exc}") from None
 
 
-def connect(url: str | os.PathLike[str], *, create: bool = True, **options: Any) -> MemoryStorage:
+@forgets_locals
+def connect(url: str | os.PathLike[str] | Secret, *, create: bool = True, **options: Any) -> MemoryStorage:
     """Open the adapter for ``url``, creating missing tables and indexes (unless ``create=False``).
 
     ``create=False`` creates and changes nothing, for read-only credentials or files; the
     tables must exist (else :class:`~workmem.errors.MissingTablesError`). It is passed to the
     adapter's ``from_url`` as the ``create`` option (every built-in adapter takes it).
     ``options`` go to the adapter's ``from_url`` (pool sizes, timeouts, ...). A
-    ``pathlib.Path`` (any ``os.PathLike``) names a libSQL database file.
+    ``pathlib.Path`` (any ``os.PathLike``) names a libSQL database file. The URL,
+    and any option value, may be a :class:`~workmem.masking.Secret`.
+
+    An exception leaving ``connect`` holds no secret, not even in the local
+    variables of its traceback's frames (:func:`~workmem.masking.forgets_locals`).
     """
     url = _checked_url(url, create, options)
     adapter = resolve(url)
@@ -193,13 +207,17 @@ def connect(url: str | os.PathLike[str], *, create: bool = True, **options: Any)
         return adapter.from_url(url, **options)
 
 
-async def connect_async(url: str | os.PathLike[str], *, create: bool = True, **options: Any) -> AsyncMemoryStorage:
+@forgets_locals_async
+async def connect_async(
+    url: str | os.PathLike[str] | Secret, *, create: bool = True, **options: Any
+) -> AsyncMemoryStorage:
     """:func:`connect`, for the async API: an :class:`~workmem.aio.AsyncMemoryStorage` (an async context manager).
 
     The URL, ``create`` and ``options`` are those of :func:`connect`. An adapter
     with a native async twin (:attr:`MemoryStorage.async_adapter`) opens it; any
     other adapter is opened (on a worker thread) and run on worker threads by
     :class:`~workmem.aio.ThreadedAsyncStorage`, so the event loop never blocks.
+    An exception leaving it holds no secret, as one leaving :func:`connect`.
     """
     url = _checked_url(url, create, options)
     adapter = resolve(url)

@@ -122,6 +122,7 @@ class MemoryStorage(StorageHooks):
         *,
         working_memory: str | Unset | None = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        max_chars: int | None = None,
     ) -> Resource:
         """Change a resource, creating it when missing; atomic.
 
@@ -131,9 +132,10 @@ class MemoryStorage(StorageHooks):
         read ``None``, and a merge starts from ``{}``); on a missing resource it
         creates one without working memory. ``metadata`` is merged shallowly
         (``{**old, **new}``); ``None`` leaves it as it is. ``updated_at`` moves to
-        now; ``created_at`` never changes.
+        now; ``created_at`` never changes. ``max_chars`` limits a ``working_memory``
+        text given, as in :meth:`set_working_memory`.
         """
-        return run_sync(flows.update_resource(self, resource_id, working_memory, metadata))
+        return run_sync(flows.update_resource(self, resource_id, working_memory, metadata, max_chars))
 
     # -- threads -------------------------------------------------------------------
 
@@ -169,15 +171,18 @@ class MemoryStorage(StorageHooks):
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
         resource_id: str | None = None,
+        max_chars: int | None = None,
     ) -> Thread:
         """Replace the title and merge metadata shallowly; atomic.
 
         Raises :class:`~workmem.errors.ThreadNotFoundError` when there is no such thread.
         With ``resource_id``, only that resource's thread is changed: another
         resource's raises :class:`~workmem.errors.ThreadOwnershipError`, checked in
-        the same atomic step as the write.
+        the same atomic step as the write. ``max_chars`` limits a
+        ``metadata["workingMemory"]`` string given (the thread's working memory), as
+        in :meth:`set_working_memory`; a refused update changes nothing.
         """
-        return run_sync(flows.update_thread(self, thread_id, title, metadata, resource_id))
+        return run_sync(flows.update_thread(self, thread_id, title, metadata, resource_id, max_chars))
 
     def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """Delete the thread; ``True`` if it existed. Idempotent.
@@ -216,14 +221,27 @@ class MemoryStorage(StorageHooks):
         return run_sync(flows.get_working_memory(self, scope, resource_id, thread_id))
 
     def set_working_memory(
-        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        content: str,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> None:
         """Replace the working memory text of one scope.
 
         Resource scope creates the resource when missing; thread scope needs an
         existing thread (:class:`~workmem.errors.ThreadNotFoundError`).
+
+        ``max_chars`` (an ``int`` >= 1; ``None``, the default, is no limit): a
+        ``content`` longer than ``max_chars`` characters (``len()``) that is also
+        longer than the text stored now (blank counts as 0) raises
+        :class:`~workmem.errors.WorkingMemoryTooLargeError` and changes nothing. The
+        comparison is made on the stored text in the same atomic step as the write,
+        so concurrent writers cannot make it stale.
         """
-        run_sync(flows.set_working_memory(self, content, scope, resource_id, thread_id))
+        run_sync(flows.set_working_memory(self, content, scope, resource_id, thread_id, max_chars))
 
     def merge_working_memory(
         self,
@@ -232,6 +250,7 @@ class MemoryStorage(StorageHooks):
         scope: Scope,
         resource_id: str | None = None,
         thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> dict[str, Any]:
         """Apply an RFC 7396 merge patch to the stored JSON object; return the merged document. Atomic.
 
@@ -243,8 +262,16 @@ class MemoryStorage(StorageHooks):
         non-string value raises :class:`~workmem.errors.WorkingMemoryFormatError`
         and changes nothing (:meth:`set_working_memory` replaces it). Scopes and
         ownership as in :meth:`set_working_memory`.
+
+        ``max_chars`` (an ``int`` >= 1; ``None``, the default, is no limit): when the
+        merged document, as stored (compact JSON), is longer than ``max_chars``
+        characters and longer than the stored document written the same way (nothing
+        or blank: 0), :class:`~workmem.errors.WorkingMemoryTooLargeError` is raised
+        and nothing changes. Decided on the merged result inside the merge's atomic
+        step: any number of concurrent merges leave at most ``max_chars`` characters
+        (from memory within the limit).
         """
-        return run_sync(flows.merge_working_memory(self, patch, scope, resource_id, thread_id))
+        return run_sync(flows.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars))
 
     # -- every record: iteration and bulk writes ------------------------------------
 

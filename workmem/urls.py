@@ -23,7 +23,6 @@ driver the URL rebuilt with the password percent-encoded
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Callable, Collection
 from typing import NamedTuple
@@ -31,9 +30,9 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 __all__ = [
     "SECRET_QUERY_KEYS",
+    "SHORT_SECRET",
     "UserInfo",
     "encode_userinfo",
-    "mask_exception",
     "mask_secrets",
     "mask_url",
     "query_pairs",
@@ -169,35 +168,45 @@ def mask_url(url: str) -> str:
     return f"{info.head}{info.user}{'' if info.password is None else ':' + MASK}@{rest}"
 
 
+SHORT_SECRET = 8
+"""Secrets shorter than this are masked in free text only where they stand as a whole token (:func:`mask_secrets`)."""
+
+
+def _token_pattern(form: str) -> str:
+    """``form`` where it stands as a whole token: not continuing a word or a dotted/hyphenated run of words.
+
+    ``tok`` matches in ``token=tok&`` and ``"tok".``, not in ``token`` or
+    ``tok.example``; ``1`` matches in ``password=1``, not in ``127.0.0.1``
+    or ``111``. After a percent-encoded character (``%3Atok``) a word
+    character does not continue the token: the encoded one ends it.
+    """
+    left = r"(?:(?<=%[0-9A-Fa-f]{2})|(?<!\w)(?<!\w[.-]))" if re.match(r"\w", form[0]) else ""
+    right = r"(?!\w)(?![.-]\w)" if re.match(r"\w", form[-1]) else ""
+    return f"{left}{re.escape(form)}{right}"
+
+
 def mask_secrets(text: str, *secrets: str | None) -> str:
-    """``text`` with each non-empty secret (and its URL-encoded forms) replaced by ``***``, longest first."""
+    """``text`` with each non-empty secret (and its URL-encoded forms) replaced by ``***``, in one pass.
+
+    The rule for free text (a driver's message, which may echo a secret
+    anywhere): a secret of :data:`SHORT_SECRET` characters or more is masked
+    wherever it appears, since unrelated text does not contain it by chance;
+    a shorter one only where it stands as a whole token (see
+    :func:`_token_pattern`), so the password ``1`` leaves ``127.0.0.1`` and the
+    token ``tok`` leaves ``token`` as they are, while ``password=1``, ``:tok@``
+    or ``"tok"`` are masked. A URL is masked where each secret stands in it
+    by :func:`mask_url`, not by this.
+    """
     forms = {
         form
         for secret in secrets
         if secret
         for form in (secret, quote(secret, safe=""), quote(secret), quote_plus(secret))
     }
-    for form in sorted(forms, key=len, reverse=True):
-        text = text.replace(form, MASK)
-    return text
-
-
-def mask_exception(exc: BaseException, *secrets: str | None) -> bool:
-    """Mask ``secrets`` in the string ``args`` of ``exc`` and of every exception it chains; ``True`` if now clean.
-
-    A driver's exception that quotes a password or token (a server echoing the
-    credentials, a parser quoting the URL) stays reachable as ``__cause__`` or
-    ``__context__`` of the error raised for it; scrubbed in place, it can stay
-    there for debugging.
-    """
-    seen: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        current = todo.pop()
-        if any(current is done for done in seen):
-            continue
-        seen.append(current)
-        with contextlib.suppress(Exception):  # read-only args: judged by its text below
-            current.args = tuple(mask_secrets(a, *secrets) if isinstance(a, str) else a for a in current.args)
-        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
-    return all(mask_secrets(text, *secrets) == text for e in seen for text in (str(e), repr(e)))
+    if not forms:
+        return text
+    patterns = [
+        re.escape(form) if len(form) >= SHORT_SECRET else _token_pattern(form)
+        for form in sorted(forms, key=len, reverse=True)
+    ]
+    return re.sub("|".join(patterns), MASK, text)

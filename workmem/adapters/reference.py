@@ -142,9 +142,13 @@ class ReferenceHooks(StorageHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         with self._store.lock:
-            new = updated_resource(self._store.resources.get(resource_id), resource_id, working_memory, metadata, now)
+            new = updated_resource(
+                self._store.resources.get(resource_id), resource_id, working_memory, metadata, now, max_chars
+            )
             self._store.resources[resource_id] = new
         return private_copy(new)
 
@@ -176,9 +180,10 @@ class ReferenceHooks(StorageHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         with self._store.lock:
-            new = updated_thread(self._locked_thread(thread_id), title, metadata, now, owner)
+            new = updated_thread(self._locked_thread(thread_id), title, metadata, now, owner, max_chars)
             self._store.threads[thread_id] = new
         return private_copy(new)
 
@@ -236,12 +241,14 @@ class ReferenceHooks(StorageHooks):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         with self._store.lock:
             if target.scope == "resource":
                 assert target.resource_id is not None
                 old = self._store.resources.get(target.resource_id)
-                merged, text = merge_document(None if old is None else old.working_memory, patch)
+                merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
                 self._store.resources[target.resource_id] = updated_resource(
                     old, target.resource_id, text, Unset.UNSET, now
                 )
@@ -249,7 +256,7 @@ class ReferenceHooks(StorageHooks):
             assert target.thread_id is not None
             thread = self._locked_thread(target.thread_id)
             check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
             self._store.threads[thread.id] = with_thread_memory(thread, text, now)
             return merged
 

@@ -25,9 +25,11 @@ from typing import Any, ClassVar, Self
 
 from workmem.agent import flows
 from workmem.agent.flows import MemoryBase, StoragePort, ToolResult
+from workmem.agent.memory import Memory
 from workmem.agent.schema import SchemaInput
-from workmem.aio import AsyncMemoryStorage
+from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage
 from workmem.errors import ValidationError
+from workmem.masking import Secret, forgets_locals_async
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect_async
 from workmem.storage import MemoryStorage
@@ -45,7 +47,7 @@ class AsyncMemory(MemoryBase):
     closes it. The settings (``scope``, ``template``, ``schema``, ``read_only``, ``max_chars``)
     and every method behave as ``Memory``'s; the methods that touch storage are
     coroutines, :meth:`tool_definition` and :attr:`mode` are not. Safe to share
-    between tasks: concurrent schema-mode merges are atomic in the database.
+    between tasks: concurrent schema-mode merges are atomic in the database, and so is the ``max_chars`` check.
     """
 
     _kind: ClassVar[str] = "AsyncMemory"
@@ -68,9 +70,10 @@ class AsyncMemory(MemoryBase):
         self._owns_storage = False
 
     @classmethod
+    @forgets_locals_async  # the URL is in the frames below
     async def open(
         cls,
-        url: str | os.PathLike[str],
+        url: str | os.PathLike[str] | Secret,
         *,
         scope: Scope = "resource",
         template: str | None = None,
@@ -85,7 +88,7 @@ class AsyncMemory(MemoryBase):
         opens with ``create=False`` (nothing is created: a SELECT-only role, a
         read-only file works). ``options`` go to ``connect_async`` (pool sizes, timeouts, ...).
         """
-        if not isinstance(url, str | os.PathLike):
+        if not isinstance(url, str | os.PathLike | Secret):
             raise ValidationError(f"url must be a URL string or a path, not {type(url).__name__}")
         memory = cls.__new__(cls)
         # The settings first, as the constructor checks them: a bad one raises before any connection.
@@ -95,6 +98,26 @@ class AsyncMemory(MemoryBase):
         memory.storage = await connect_async(url, create=not read_only, **options)
         memory._owns_storage = True
         return memory
+
+    @classmethod
+    def from_memory(cls, memory: Memory) -> Self:
+        """An ``AsyncMemory`` with ``memory``'s settings on ``memory``'s storage, for code that runs in coroutines.
+
+        For a sync :class:`~workmem.agent.Memory` the rest of an application already
+        uses, handed to an agent framework (which runs tools and prompts as
+        coroutines): the sync storage runs on worker threads of a
+        :class:`~workmem.aio.ThreadedAsyncStorage`, as :func:`workmem.connect_async`
+        runs a sync-only adapter, so the event loop never waits on it. Both see the
+        same memory. ``memory`` keeps owning its storage: closing this
+        ``AsyncMemory`` leaves it open, and ``memory.close()`` closes it for both.
+        """
+        if not isinstance(memory, Memory):
+            raise ValidationError(f"AsyncMemory.from_memory takes a Memory, not {type(memory).__name__}")
+        view = cls.__new__(cls)
+        view.__dict__.update(vars(memory))  # the settings as Memory checked them: scope, template or schema, ...
+        view.storage = ThreadedAsyncStorage(memory.storage)
+        view._owns_storage = False
+        return view
 
     @property
     def _port(self) -> StoragePort:

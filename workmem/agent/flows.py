@@ -46,13 +46,8 @@ from workmem.agent.tool import (
     tool_definition,
 )
 from workmem.checks import check_owner, thread_working_memory, thread_working_memory_to_merge
-from workmem.errors import (
-    ReadOnlyMemoryError,
-    ThreadNotFoundError,
-    ValidationError,
-    WorkingMemoryFormatError,
-    WorkingMemoryTooLargeError,
-)
+from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError, WorkingMemoryTooLargeError
+from workmem.limits import check_limit, check_max_chars, document_size, text_size
 from workmem.merge_patch import apply_merge_patch, parse_json_object
 from workmem.records import UNSET, WORKING_MEMORY_KEY, Direction, OrderBy, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import MemoryStorage
@@ -95,6 +90,7 @@ class StoragePort(Protocol):
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
         resource_id: str | None = None,
+        max_chars: int | None = None,
     ) -> Thread: ...
 
     async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool: ...
@@ -115,6 +111,7 @@ class StoragePort(Protocol):
         *,
         working_memory: str | Unset | None = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        max_chars: int | None = None,
     ) -> Resource: ...
 
     async def get_working_memory(
@@ -122,11 +119,23 @@ class StoragePort(Protocol):
     ) -> str | None: ...
 
     async def set_working_memory(
-        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        content: str,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> None: ...
 
     async def merge_working_memory(
-        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        patch: Mapping[str, Any],
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -158,8 +167,11 @@ class BlockingPort:
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
         resource_id: str | None = None,
+        max_chars: int | None = None,
     ) -> Thread:
-        return self.storage.update_thread(thread_id, title=title, metadata=metadata, resource_id=resource_id)
+        return self.storage.update_thread(
+            thread_id, title=title, metadata=metadata, resource_id=resource_id, max_chars=max_chars
+        )
 
     async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         return self.storage.delete_thread(thread_id, resource_id=resource_id)
@@ -183,8 +195,11 @@ class BlockingPort:
         *,
         working_memory: str | Unset | None = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        max_chars: int | None = None,
     ) -> Resource:
-        return self.storage.update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+        return self.storage.update_resource(
+            resource_id, working_memory=working_memory, metadata=metadata, max_chars=max_chars
+        )
 
     async def get_working_memory(
         self, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
@@ -192,14 +207,30 @@ class BlockingPort:
         return self.storage.get_working_memory(scope=scope, resource_id=resource_id, thread_id=thread_id)
 
     async def set_working_memory(
-        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        content: str,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> None:
-        self.storage.set_working_memory(content, scope=scope, resource_id=resource_id, thread_id=thread_id)
+        self.storage.set_working_memory(
+            content, scope=scope, resource_id=resource_id, thread_id=thread_id, max_chars=max_chars
+        )
 
     async def merge_working_memory(
-        self, patch: Mapping[str, Any], *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        patch: Mapping[str, Any],
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> dict[str, Any]:
-        return self.storage.merge_working_memory(patch, scope=scope, resource_id=resource_id, thread_id=thread_id)
+        return self.storage.merge_working_memory(
+            patch, scope=scope, resource_id=resource_id, thread_id=thread_id, max_chars=max_chars
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +240,10 @@ class _Address:
     scope: Scope
     resource_id: str | None
     thread_id: str | None
+
+
+_NO_MEMORY = _Address("resource", None, None)
+"""Read-only, resource scope, a ``thread_id`` alone naming no thread: no owner, so no memory (it reads as none)."""
 
 
 class MemoryBase(ABC):
@@ -284,23 +319,14 @@ class MemoryBase(ABC):
             raise ValidationError(f"{action} needs schema mode: create the {self._kind} with schema=...")
 
     def _size(self, stored: str | None) -> int:
-        """The size of stored working memory as the limit counts it: ``len()`` of the text workmem stores.
+        """The size of stored working memory as the model is shown it and a merge compares with.
 
-        Template mode: the text itself. Schema mode: the document as workmem
-        writes it (:func:`~workmem.validation.dump_json`, compact), whatever
-        formatting the stored text has (another program's, or a backend's own
-        JSON output), so the count is the same on every backend and equals
-        what a merge would store; text that is no JSON object counts as is.
-        Nothing stored (or blank) is 0.
+        Template mode: the text itself (:func:`~workmem.limits.text_size`). Schema
+        mode: the document as workmem writes it, compact, whatever formatting the
+        stored text has (:func:`~workmem.limits.document_size`). Nothing stored
+        (or blank) is 0.
         """
-        if stored is None or not stored.strip():
-            return 0
-        if self.schema is None:
-            return len(stored)
-        try:
-            return len(dump_json(parse_json_object(stored)))
-        except (ValidationError, WorkingMemoryFormatError, RecursionError):
-            return len(stored)
+        return text_size(stored) if self.schema is None else document_size(stored)
 
     def _over_limit(self, size: int) -> bool:
         return self.max_chars is not None and size > self.max_chars
@@ -308,12 +334,11 @@ class MemoryBase(ABC):
     def _check_size(self, size: int, current: int) -> None:
         """Refuse a result of ``size`` characters over the limit that is also larger than the ``current`` one.
 
-        An update that does not make the memory larger is accepted even above the
-        limit (memory stored before the limit was set, or by another program,
-        can then be condensed step by step); every other update over it raises.
+        The rule of :func:`workmem.limits.check_limit`, which the storage applies again
+        in the atomic step that writes: here only where a refusal must come before
+        another write (a thread created or renamed along with the memory).
         """
-        if self.max_chars is not None and size > self.max_chars and size > current:
-            raise WorkingMemoryTooLargeError(size=size, limit=self.max_chars, current=current)
+        check_limit(size, current, self.max_chars)
 
     def _stored_message(self, done: str, size: int) -> str:
         """A tool result's message for a stored update; with a limit, it tells the use too."""
@@ -399,7 +424,7 @@ async def create_thread(
     thread = Thread(thread_id, resource_id, title, rest if metadata is not None else None)
     stored = await memory._port.create_thread(thread)  # insert-only, atomic in the database
     if memory.scope == "resource" and initial is not None:
-        await memory._port.update_resource(resource_id, working_memory=initial)
+        await memory._port.update_resource(resource_id, working_memory=initial, max_chars=memory.max_chars)
     return stored
 
 
@@ -426,18 +451,16 @@ async def update_thread(
         if memory.scope == "thread" and given is not UNSET:
             rest[WORKING_MEMORY_KEY] = given
         new_metadata = rest if rest else UNSET
-    if isinstance(given, str):  # the size limit, before anything is written
-        if memory.scope == "thread":
-            memory._check_size(len(given), memory._size(thread_working_memory(thread.metadata)))
-        else:
-            await _check_write(memory, _Address("resource", thread.resource_id, None), given)
+    if isinstance(given, str) and memory.scope == "resource":  # the size limit, before the thread is written
+        await _check_write(memory, _Address("resource", thread.resource_id, None), given)
     if title is not UNSET or new_metadata is not UNSET:
-        # conditioned on the owner read above: a thread re-created under another resource since is not written
+        # conditioned on the owner read above: a thread re-created under another resource since is not written;
+        # a thread-scope working memory is checked against the limit in that same write
         thread = await memory._port.update_thread(
-            thread_id, title=title, metadata=new_metadata, resource_id=thread.resource_id
+            thread_id, title=title, metadata=new_metadata, resource_id=thread.resource_id, max_chars=memory.max_chars
         )
     if memory.scope == "resource" and given is not UNSET:
-        await memory._port.update_resource(thread.resource_id, working_memory=given)
+        await memory._port.update_resource(thread.resource_id, working_memory=given, max_chars=memory.max_chars)
     return thread
 
 
@@ -552,36 +575,56 @@ async def _address(memory: MemoryBase, thread_id: str | None, resource_id: str |
             check_owner(thread, resource_id)
             return _Address("resource", thread.resource_id, None)
         if resource_id is None:
-            raise ThreadNotFoundError(thread_id)
+            _thread_not_there(memory, thread_id)
+            return _NO_MEMORY  # read-only: the thread has no owner yet, so no memory
     if resource_id is None:
         raise ValidationError("scope 'resource' needs a resource_id, or a thread_id to take its owner from")
     return _Address("resource", resource_id, None)
 
 
 async def _read(memory: MemoryBase, address: _Address) -> str | None:
+    if address is _NO_MEMORY:
+        return None
     if address.scope == "thread":
         assert address.thread_id is not None
-        # A missing thread raises, as it does under resource scope (and as every write does).
-        thread = await _existing_thread(memory, address.thread_id, address.resource_id)
+        thread = await get_thread(memory, address.thread_id, address.resource_id)
+        if thread is None:
+            _thread_not_there(memory, address.thread_id)
+            return None
         return thread_working_memory(thread.metadata)
     return await memory._port.get_working_memory(scope="resource", resource_id=address.resource_id)
 
 
-async def _check_write(memory: MemoryBase, address: _Address, text: str) -> None:
-    """Refuse storing ``text`` over the limit when it is also larger than what is stored now.
+def _thread_not_there(memory: MemoryBase, thread_id: str) -> None:
+    """The rule for a ``thread_id`` naming no thread where the memory's place depends on that thread.
 
-    Only a text over the limit makes this read what is stored. The write that
-    follows replaces the memory whole, so the stored result is exactly the text
-    checked here; a concurrent writer can only change the size it is compared with.
+    Read-only, it returns: the memory of a thread that does not exist yet is empty (a read-only
+    memory cannot create the thread, and an agent framework's new session has none yet). Otherwise
+    :class:`ThreadNotFoundError`, as every write raises (writes are refused first in read-only mode).
+    """
+    if not memory.read_only:
+        raise ThreadNotFoundError(thread_id)
+
+
+async def _check_write(memory: MemoryBase, address: _Address, text: str) -> None:
+    """Refuse storing ``text`` over the limit when it is also longer than the text stored now, before a first write.
+
+    For an update that writes something else before the memory (the thread of
+    ``create_thread``/``update_thread`` in resource scope). Only a text over the limit
+    makes this read what is stored; the memory's own write decides again atomically.
     """
     if memory._over_limit(len(text)):
-        memory._check_size(len(text), memory._size(await _read(memory, address)))
+        memory._check_size(len(text), text_size(await _read(memory, address)))
 
 
 async def _write(memory: MemoryBase, address: _Address, text: str) -> None:
-    await _check_write(memory, address, text)
+    """Replace the memory with ``text``; the storage applies the limit in the write's atomic step."""
     await memory._port.set_working_memory(
-        text, scope=address.scope, resource_id=address.resource_id, thread_id=address.thread_id
+        text,
+        scope=address.scope,
+        resource_id=address.resource_id,
+        thread_id=address.thread_id,
+        max_chars=memory.max_chars,
     )
 
 
@@ -598,16 +641,15 @@ async def _merge(memory: MemoryBase, address: _Address, patch: dict[str, Any]) -
     if errors:
         problems = "; ".join(errors)
         raise ValidationError(f"the working memory would not match the schema after this update: {problems}")
-    # The size limit is checked on the merge of the patch into the memory as read just now, and the write is
-    # still the storage's atomic merge (no read-modify-write from here, so no lost update). A merge by another
-    # writer between the read and the write can make the stored result exceed the limit, by at most what that
-    # writer added: the limit is a budget the model is shown and steered by, not an invariant the database
-    # enforces (that would need the length of workmem's own JSON text computed inside every backend's atomic
-    # step). An overshoot is shown in the next system message as over the limit, and refuses every update that
-    # would grow the memory further, so it is corrected by the next condensing update.
-    memory._check_size(len(dump_json(preview)), memory._size(stored))
+    # The size limit is not decided on the read above: concurrent merges (parallel tool calls) would all pass
+    # against it. The storage decides it on the merged result inside its atomic merge (a row lock, a
+    # compare-and-set, ...), so however many merges run at once, the stored memory stays within the limit.
     return await memory._port.merge_working_memory(
-        patch, scope=address.scope, resource_id=address.resource_id, thread_id=address.thread_id
+        patch,
+        scope=address.scope,
+        resource_id=address.resource_id,
+        thread_id=address.thread_id,
+        max_chars=memory.max_chars,
     )
 
 
@@ -623,18 +665,13 @@ _EMPTY_PATCH = (
 
 def _check_max_chars(max_chars: object, template: str | None) -> int | None:
     """``max_chars`` checked: ``None`` (no limit) or an int >= 1 that leaves room for the template."""
-    if max_chars is None:
-        return None
-    if isinstance(max_chars, bool) or not isinstance(max_chars, int):
-        raise ValidationError(f"max_chars must be an int >= 1 or None, not {type(max_chars).__name__}")
-    if max_chars < 1:
-        raise ValidationError(f"max_chars must be an int >= 1 or None, not {max_chars}")
-    if template is not None and len(template) > max_chars:
+    limit = check_max_chars(max_chars)
+    if limit is not None and template is not None and len(template) > limit:
         raise ValidationError(
-            f"max_chars={max_chars} is smaller than the template ({len(template):,} characters): "
+            f"max_chars={limit} is smaller than the template ({len(template):,} characters): "
             "the filled-in template could never be stored"
         )
-    return max_chars
+    return limit
 
 
 def _ignored(message: str = _ERASING_UPDATE) -> ToolResult:

@@ -25,6 +25,7 @@ from workmem.agent.flows import BlockingPort, MemoryBase, StoragePort, ToolResul
 from workmem.agent.schema import SchemaInput
 from workmem.errors import ValidationError
 from workmem.flows import run_sync
+from workmem.masking import Secret, forgets_locals
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
 from workmem.storage import MemoryStorage
@@ -61,10 +62,11 @@ class Memory(MemoryBase):
     characters"). Memory already stored above the limit (before the limit was
     set, or by another program) is still read and shown, marked as over the
     limit; an update that does not make it larger is accepted, one that grows
-    it is refused. A schema-mode merge checks the limit against the memory as
-    read just before the storage's atomic merge: a merge by another writer in
-    between can leave the stored result above the limit by what that writer
-    added (the next message shows it as over the limit). ``None`` (default): no limit.
+    it is refused. The limit is passed down to the storage's write
+    (``max_chars=`` of :meth:`~workmem.storage.MemoryStorage.merge_working_memory`
+    and :meth:`~workmem.storage.MemoryStorage.set_working_memory`), which decides
+    it inside its atomic step: however many updates run at once (parallel tool
+    calls), the stored memory never ends above the limit. ``None`` (default): no limit.
 
     Resource ids starting with ``"workmem-sub-agent:"`` are reserved for isolated
     sub-agents: every method refuses them as plain strings (``ValidationError``)
@@ -74,9 +76,10 @@ class Memory(MemoryBase):
 
     _kind: ClassVar[str] = "Memory"
 
+    @forgets_locals  # a URL given as storage is in the frames below
     def __init__(
         self,
-        storage: MemoryStorage | str | os.PathLike[str],
+        storage: MemoryStorage | str | os.PathLike[str] | Secret,
         *,
         scope: Scope = "resource",
         template: str | None = None,
@@ -85,7 +88,7 @@ class Memory(MemoryBase):
         max_chars: int | None = None,
     ) -> None:
         super().__init__(scope=scope, template=template, schema=schema, read_only=read_only, max_chars=max_chars)
-        if isinstance(storage, str | os.PathLike):  # a URL, or the path of a libSQL file
+        if isinstance(storage, str | os.PathLike | Secret):  # a URL (maybe held as a Secret), or a libSQL file's path
             # read-only: create nothing either (a SELECT-only role, a read-only file)
             self.storage: MemoryStorage = connect(storage, create=False) if read_only else connect(storage)
             self._owns_storage = True
@@ -183,6 +186,9 @@ class Memory(MemoryBase):
         thread scope always (reads such as this one, :meth:`system_message` and
         :meth:`process_input`, as well as writes), in resource scope when no
         ``resource_id`` is given. A resource with no stored memory reads as ``None``.
+        In read-only mode a thread that does not exist yet reads as ``None`` instead
+        (the memory of a new conversation is empty; a read-only memory cannot create
+        its thread), in the other reads too; nothing is created.
         """
         return run_sync(flows.get_working_memory(self, thread_id, resource_id))
 
@@ -203,8 +209,9 @@ class Memory(MemoryBase):
 
         Template mode takes text. Schema mode takes a dict or JSON text, which
         must match the schema's document form (every field optional). A result
-        over ``max_chars`` that is larger than what is stored now raises
-        :class:`~workmem.errors.WorkingMemoryTooLargeError`, writing nothing.
+        over ``max_chars`` that is longer than the text stored now raises
+        :class:`~workmem.errors.WorkingMemoryTooLargeError`, writing nothing
+        (decided by the storage in the write's atomic step).
         """
         run_sync(flows.update_working_memory(self, content, thread_id, resource_id))
 
@@ -224,9 +231,9 @@ class Memory(MemoryBase):
         storage's atomic merge. Because the derived forms are closed under merge
         (see :mod:`workmem.agent.schema`), a concurrent merge by another writer
         in between cannot make the result invalid, as long as the stored memory
-        was valid. The ``max_chars`` limit is checked on that result the same way
-        (:class:`~workmem.errors.WorkingMemoryTooLargeError`); a concurrent merge
-        can leave the stored result above it by what that other writer added.
+        was valid. The ``max_chars`` limit is decided by the storage on the merged
+        result inside its atomic merge, so concurrent merges cannot pass it
+        together (:class:`~workmem.errors.WorkingMemoryTooLargeError`, nothing written).
         """
         return run_sync(flows.merge_working_memory(self, patch, thread_id, resource_id))
 

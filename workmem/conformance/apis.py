@@ -122,9 +122,12 @@ class AsyncStorageView(MemoryStorage):
         *,
         working_memory: str | Unset | None = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
+        max_chars: int | None = None,
     ) -> Resource:
         return self.loop.run(
-            self.storage.update_resource(resource_id, working_memory=working_memory, metadata=metadata)
+            self.storage.update_resource(
+                resource_id, working_memory=working_memory, metadata=metadata, max_chars=max_chars
+            )
         )
 
     def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
@@ -143,8 +146,11 @@ class AsyncStorageView(MemoryStorage):
         title: str | Unset = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
         resource_id: str | None = None,
+        max_chars: int | None = None,
     ) -> Thread:
-        update = self.storage.update_thread(thread_id, title=title, metadata=metadata, resource_id=resource_id)
+        update = self.storage.update_thread(
+            thread_id, title=title, metadata=metadata, resource_id=resource_id, max_chars=max_chars
+        )
         return self.loop.run(update)
 
     def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
@@ -170,10 +176,18 @@ class AsyncStorageView(MemoryStorage):
         return self.loop.run(self.storage.get_working_memory(scope=scope, resource_id=resource_id, thread_id=thread_id))
 
     def set_working_memory(
-        self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
+        self,
+        content: str,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> None:
         self.loop.run(
-            self.storage.set_working_memory(content, scope=scope, resource_id=resource_id, thread_id=thread_id)
+            self.storage.set_working_memory(
+                content, scope=scope, resource_id=resource_id, thread_id=thread_id, max_chars=max_chars
+            )
         )
 
     def merge_working_memory(
@@ -183,8 +197,11 @@ class AsyncStorageView(MemoryStorage):
         scope: Scope,
         resource_id: str | None = None,
         thread_id: str | None = None,
+        max_chars: int | None = None,
     ) -> dict[str, Any]:
-        merge = self.storage.merge_working_memory(patch, scope=scope, resource_id=resource_id, thread_id=thread_id)
+        merge = self.storage.merge_working_memory(
+            patch, scope=scope, resource_id=resource_id, thread_id=thread_id, max_chars=max_chars
+        )
         return self.loop.run(merge)
 
     def iter_resources(self, *, page_size: int = 500) -> Iterator[Resource]:
@@ -240,8 +257,11 @@ class AsyncStorageView(MemoryStorage):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        return self._forward(self.storage._update_resource(resource_id, working_memory, metadata, now))
+        update = self.storage._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+        return self._forward(update)
 
     async def _get_thread(self, thread_id: str) -> Thread | None:
         return self._forward(self.storage._get_thread(thread_id))
@@ -260,8 +280,10 @@ class AsyncStorageView(MemoryStorage):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
-        return self._forward(self.storage._update_thread(thread_id, title, metadata, now, owner=owner))
+        update = self.storage._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
+        return self._forward(update)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         return self._forward(self.storage._delete_thread(thread_id, owner=owner))
@@ -269,8 +291,10 @@ class AsyncStorageView(MemoryStorage):
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         return self._forward(self.storage._list_threads(query))
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        return self._forward(self.storage._merge_working_memory(target, patch, now))
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        return self._forward(self.storage._merge_working_memory(target, patch, now, max_chars=max_chars))
 
     async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
         return self._forward(self.storage._resource_page(after, limit))

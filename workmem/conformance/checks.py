@@ -28,6 +28,7 @@ CHECK_MODULES = (
     "workmem.conformance.stateful",
     "workmem.conformance.properties",
     "workmem.conformance.corners",
+    "workmem.conformance.limits",
     "workmem.conformance.bad_input",
     "workmem.conformance.concurrency",
     "workmem.conformance.creation",

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from workmem.errors import MissingDriverError, ThreadNotFoundError, ThreadOwnershipError
+from workmem.errors import MissingDriverError, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryTooLargeError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
 
 from .apis import AsyncStorageView
 from .checks import CheckContext, check
 
-__all__ = ["MERGE_WORKERS", "OWNER_WORKERS", "race"]
+__all__ = ["LIMIT", "MERGE_WORKERS", "OWNER_WORKERS", "race"]
 
 T = TypeVar("T")
 
@@ -322,3 +322,101 @@ def concurrent_metadata_updates(ctx: CheckContext) -> None:
         for what, want, got in outcomes:
             lost = sorted(want - got)
             assert not lost, f"{len(lost)} of {len(want)} concurrent writes to the {what} were lost: {lost[:8]}"
+
+
+# -- the size limit under concurrency ---------------------------------------------------------
+
+LIMIT = 200
+"""The ``max_chars`` of the size-limit races: about ten of the racing fields fit."""
+REPLACES_START = 2 * LIMIT
+"""The text stored (with no limit) before the replace race: twice the limit."""
+
+
+def _limited_merges(rid: str, tid: str) -> Callable[[int, MemoryStorage], dict[str, str]]:
+    def work(i: int, storage: MemoryStorage) -> dict[str, str]:
+        outcome: dict[str, str] = {}
+        for scope in ("resource", "thread"):
+            try:
+                storage.merge_working_memory({f"w{i:02d}": "v" * 10}, **_address(scope, rid, tid, i), max_chars=LIMIT)
+                outcome[scope] = "stored"
+            except WorkingMemoryTooLargeError:
+                outcome[scope] = "refused"
+        return outcome
+
+    return work
+
+
+@check(
+    "max_chars_merge_race",
+    f"{MERGE_WORKERS} connections merging distinct fields at once with max_chars: the stored memory never "
+    "exceeds the limit, and exactly the merges reported stored are there (both scopes)",
+)
+def max_chars_merge_race(ctx: CheckContext) -> None:
+    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
+    for _ in range(ctx.profile.race_rounds):
+        p = ctx.prefix()
+        rid, tid = p + "r", p + "t"
+        ctx.storage.save_thread(Thread(tid, rid))
+        results = race(conns, _limited_merges(rid, tid))
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, f"a merge with max_chars raised {errors[0]!r}, not WorkingMemoryTooLargeError"
+        outcomes = [r for r in results if isinstance(r, dict)]
+        for scope in ("resource", "thread"):
+            text = ctx.storage.get_working_memory(**_address(scope, rid, tid, 0)) or ""
+            assert len(text) <= LIMIT, (
+                f"{MERGE_WORKERS} concurrent {scope}-scope merges with max_chars={LIMIT} stored {len(text)} "
+                f"characters: {text[:80]!r}..."
+            )
+            stored = {f"w{i:02d}" for i, outcome in enumerate(outcomes) if outcome[scope] == "stored"}
+            kept = set(json.loads(text or "{}"))
+            assert kept == stored, (
+                f"{scope} scope: merges reported stored but missing {sorted(stored - kept)[:8]}, "
+                f"stored but reported refused {sorted(kept - stored)[:8]}"
+            )
+            assert stored and len(stored) < MERGE_WORKERS, f"{scope} scope: {len(stored)} merges stored"
+
+
+@check(
+    "max_chars_replace_race",
+    f"{MERGE_WORKERS} connections replacing memory stored above max_chars at once: each replace over the limit "
+    "is stored only if no larger than the memory it replaces, so the memory only shrinks (both scopes)",
+)
+def max_chars_replace_race(ctx: CheckContext) -> None:
+    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
+    sizes = [REPLACES_START - 1 - 9 * i for i in range(MERGE_WORKERS)]  # all over the limit, all smaller than START
+    for _ in range(ctx.profile.race_rounds):
+        p = ctx.prefix()
+        rid, tid = p + "r", p + "t"
+        ctx.storage.save_thread(Thread(tid, rid))
+        for scope in ("resource", "thread"):
+            ctx.storage.set_working_memory("s" * REPLACES_START, **_address(scope, rid, tid, 0))
+
+        def work(i: int, storage: MemoryStorage, rid: str = rid, tid: str = tid) -> dict[str, str]:
+            outcome: dict[str, str] = {}
+            for scope in ("resource", "thread"):
+                try:
+                    storage.set_working_memory(
+                        chr(97 + i % 26) * sizes[i], **_address(scope, rid, tid, i), max_chars=LIMIT
+                    )
+                    outcome[scope] = "stored"
+                except WorkingMemoryTooLargeError:
+                    outcome[scope] = "refused"
+            return outcome
+
+        results = race(conns, work)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, f"a replace with max_chars raised {errors[0]!r}, not WorkingMemoryTooLargeError"
+        outcomes = [r for r in results if isinstance(r, dict)]
+        for scope in ("resource", "thread"):
+            text = ctx.storage.get_working_memory(**_address(scope, rid, tid, 0)) or ""
+            stored = [sizes[i] for i, outcome in enumerate(outcomes) if outcome[scope] == "stored"]
+            refused = [sizes[i] for i, outcome in enumerate(outcomes) if outcome[scope] == "refused"]
+            assert stored, f"{scope} scope: every replace was refused, though each is smaller than what was stored"
+            assert len(text) == min(stored), (
+                f"{scope} scope: a replace of {len(text)} characters landed after one of {min(stored)}: the limit "
+                "compared with a stale read, not with the memory it replaced"
+            )
+            larger = [size for size in refused if size <= len(text)]
+            assert not larger, (
+                f"{scope} scope: replaces of {larger[:4]} characters were refused, not larger than {len(text)}"
+            )

@@ -494,7 +494,7 @@ def exact_limits(ctx: CheckContext) -> None:
         outcome = _raises_validation(lambda title=title: storage.update_thread(tid, title=title + "x"))  # type: ignore[misc]
         if outcome is not None:
             problems.append(f"update_thread with a title of {MAX_TITLE_BYTES + 1} bytes ({unit!r}) {outcome}")
-    stored_at: list[tuple[Scope, dict[str, str]]] = [
+    stored_at: list[tuple[Scope, dict[str, Any]]] = [
         ("resource", {"resource_id": p + "s"}),
         ("thread", {"thread_id": tid}),
     ]

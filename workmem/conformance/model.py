@@ -30,6 +30,7 @@ from workmem.errors import (
     ThreadOwnershipError,
     ValidationError,
     WorkingMemoryFormatError,
+    WorkingMemoryTooLargeError,
 )
 from workmem.records import UNSET, Unset
 
@@ -161,6 +162,21 @@ def _thread_wm_to_merge(metadata: dict[str, Any] | None) -> str | MergedJson | N
     if value is None or isinstance(value, str | MergedJson):
         return value
     raise WorkingMemoryFormatError("model: stored thread working memory is not a string")
+
+
+def _compact(document: dict[str, Any]) -> str:
+    """The JSON text a merge stores, written out: no spaces, non-ASCII as is."""
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+
+def _blank(stored: str | MergedJson | None) -> bool:
+    return stored is None or (isinstance(stored, str) and stored.strip() == "")
+
+
+def _within(size: int, current: int, max_chars: int) -> None:
+    """``max_chars``: a result over the limit that is also larger than what it replaces is refused."""
+    if size > max_chars and size > current:
+        raise WorkingMemoryTooLargeError(size=size, limit=max_chars, current=current)
 
 
 class Model:
@@ -347,7 +363,7 @@ class Model:
         ids = [thread_id for thread_id, _ in listed]
         if (total, len(listed), has_more) != (len(owned), size, more) or len(set(ids)) != size:
             return False
-        if any(i not in owned or not _within(getattr(owned[i], order_by), stamp) for i, stamp in listed):
+        if any(i not in owned or not _stamp_within(getattr(owned[i], order_by), stamp) for i, stamp in listed):
             return False
         desc = direction == "desc"
         keys = [(stamp, thread_id) for thread_id, stamp in listed]
@@ -413,22 +429,34 @@ class Model:
         self.update_thread(tid, now, metadata={WM_KEY: content})
 
     def merge_working_memory(
-        self, patch: dict[str, Any], scope: object, resource_id: str | None, thread_id: str | None, now: Window
+        self,
+        patch: dict[str, Any],
+        scope: object,
+        resource_id: str | None,
+        thread_id: str | None,
+        now: Window,
+        max_chars: int | None = None,
     ) -> dict[str, Any]:
         kind, rid, tid = _check_scope(scope, resource_id, thread_id)
         _need(isinstance(patch, dict) and _json_ok(patch), "patch")
+        _need(max_chars is None or (type(max_chars) is int and max_chars >= 1), "max_chars")
         if kind == "resource":
             assert rid is not None
             resource = self.resources.get(rid)
-            merged: dict[str, Any] = model_merge_patch(
-                _parse_object(resource.working_memory if resource else None), patch
-            )
+            stored = resource.working_memory if resource else None
+        else:
+            assert tid is not None
+            stored = _thread_wm_to_merge(self._owned_thread(tid, rid).metadata)
+        before = _parse_object(stored)
+        merged: dict[str, Any] = model_merge_patch(before, patch)
+        if max_chars is not None:
+            _within(len(_compact(merged)), 0 if _blank(stored) else len(_compact(before)), max_chars)
+        if kind == "resource":
+            assert rid is not None
             self.update_resource(rid, now, working_memory=MergedJson(merged))
-            return merged
-        assert tid is not None
-        thread = self._owned_thread(tid, rid)
-        merged = model_merge_patch(_parse_object(_thread_wm_to_merge(thread.metadata)), patch)
-        self._update_thread(tid, now, UNSET, {WM_KEY: MergedJson(merged)})
+        else:
+            assert tid is not None
+            self._update_thread(tid, now, UNSET, {WM_KEY: MergedJson(merged)})
         return merged
 
     # -- timestamps ----------------------------------------------------------------
@@ -454,7 +482,7 @@ def _bounds(stamp: Stamp) -> tuple[datetime, datetime]:
     return (stamp.lo, stamp.hi) if isinstance(stamp, Window) else (stamp, stamp)
 
 
-def _within(stamp: Stamp, value: datetime) -> bool:
+def _stamp_within(stamp: Stamp, value: datetime) -> bool:
     lo, hi = _bounds(stamp)
     return lo <= value <= hi
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from workmem.aio import AsyncMemoryStorage
 from workmem.registry import connect, connect_async
 from workmem.storage import MemoryStorage
-from workmem.urls import mask_secrets, scheme_of, url_secrets
+from workmem.urls import mask_secrets, mask_url, scheme_of, url_secrets
 
 from .apis import Api, AsyncStorageView, EventLoopThread, check_api, opened
 
@@ -41,8 +41,12 @@ def _url_secrets(url: str) -> list[str]:
 
 
 def masked(url: str, text: str | None = None) -> str:
-    """``text`` (default: ``url`` itself, as written) with the URL's password and secret query values masked."""
-    return mask_secrets(url if text is None else text, *_url_secrets(url))
+    """``text`` with the URL's password and secret query values masked; without ``text``, ``url`` itself, masked.
+
+    The URL is masked where each secret stands in it (:func:`~workmem.urls.mask_url`), so a
+    short token leaves the rest alone; other text by :func:`~workmem.urls.mask_secrets`.
+    """
+    return mask_url(url) if text is None else mask_secrets(text, *_url_secrets(url))
 
 
 class Target:

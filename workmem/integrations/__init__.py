@@ -6,7 +6,8 @@
 * :mod:`workmem.integrations.adk` — Google ADK (``workmem[adk]``).
 
 Each takes an :class:`~workmem.agent.AsyncMemory` (the frameworks run tools and
-prompts in coroutines) and finds the thread and resource ids the same way, by
+prompts in coroutines) or a sync :class:`~workmem.agent.Memory`, which it runs on
+worker threads (:func:`async_memory`), and finds the thread and resource ids the same way, by
 :class:`IdsRule`: from the framework's natural place, or from the ``ids=``
 callable given instead (sync or async, returning :class:`MemoryIds`), with a
 fixed ``thread_id=`` / ``resource_id=`` winning over either; :func:`memory_ids`
@@ -21,10 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from workmem.agent import AsyncMemory, Memory
 from workmem.errors import ValidationError
 from workmem.records import Scope
 
-__all__ = ["IdsRule", "MemoryIds", "MissingIdsError", "memory_ids", "named_ids"]
+__all__ = ["IdsRule", "MemoryIds", "MissingIdsError", "async_memory", "memory_ids", "named_ids"]
 
 _C = TypeVar("_C")
 
@@ -44,6 +46,22 @@ class MemoryIds:
     """The conversation (needed in thread scope)."""
     resource_id: str | None
     """The user or entity owning it (needed in resource scope; checked as the owner in thread scope)."""
+
+
+def async_memory(memory: object, integration: str) -> AsyncMemory:
+    """The memory an integration runs on: an ``AsyncMemory`` as given, a sync ``Memory`` on worker threads.
+
+    A :class:`~workmem.agent.Memory` becomes :meth:`AsyncMemory.from_memory(memory)
+    <workmem.agent.AsyncMemory.from_memory>`: the same settings and storage, its calls
+    on worker threads so the framework's event loop never waits on them (the
+    ``Memory`` keeps owning the storage). Anything else raises
+    :class:`~workmem.errors.ValidationError` naming ``integration``.
+    """
+    if isinstance(memory, AsyncMemory):
+        return memory
+    if isinstance(memory, Memory):
+        return AsyncMemory.from_memory(memory)
+    raise ValidationError(f"{integration} takes a Memory or an AsyncMemory, not {type(memory).__name__}")
 
 
 def memory_ids(scope: Scope, thread_id: object, resource_id: object, *, framework: str, how: str) -> MemoryIds:

@@ -62,8 +62,9 @@ from typing import Any, TypeVar
 
 from workmem.agent.aio import AsyncMemory
 from workmem.agent.flows import ToolResult
+from workmem.agent.memory import Memory
 from workmem.errors import MissingDriverError, ThreadExistsError, ThreadNotFoundError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds
+from workmem.integrations import IdsRule, MemoryIds, async_memory
 
 try:
     from google.adk.agents.readonly_context import ReadonlyContext
@@ -103,7 +104,8 @@ def _session_fields(context: ReadonlyContext) -> tuple[str, str]:
 class WorkingMemoryToolset(BaseToolset):
     """Working memory for an ADK agent: the update tool, and the memory shown on every model request.
 
-    ``memory`` is an :class:`~workmem.agent.AsyncMemory` (the caller keeps owning
+    ``memory`` is an :class:`~workmem.agent.AsyncMemory`, or a sync
+    :class:`~workmem.agent.Memory` run on worker threads (the caller keeps owning
     it: closing the toolset leaves it open). ``ids`` overrides where the thread
     and resource ids come from (default: :func:`session_ids`); a fixed
     ``thread_id`` or ``resource_id`` wins over either.
@@ -111,22 +113,19 @@ class WorkingMemoryToolset(BaseToolset):
 
     def __init__(
         self,
-        memory: AsyncMemory,
+        memory: AsyncMemory | Memory,
         *,
         ids: IdsFunction | None = None,
         thread_id: str | None = None,
         resource_id: str | None = None,
     ) -> None:
-        if not isinstance(memory, AsyncMemory):
-            raise ValidationError(
-                f"WorkingMemoryToolset takes an AsyncMemory (ADK runs tools in coroutines), not {type(memory).__name__}"
-            )
+        memory = async_memory(memory, "WorkingMemoryToolset")
         self._ids: IdsRule[ReadonlyContext] = IdsRule(
             _FRAMEWORK, _HOW, _session_fields, "ADK's ReadonlyContext", ids, thread_id, resource_id
         )
         super().__init__()
         self.memory = memory
-        """The working memory this toolset reads and updates."""
+        """The working memory this toolset reads and updates (a sync ``Memory`` given: one on its storage)."""
         self._tools: list[BaseTool] = [] if memory.read_only else [UpdateWorkingMemoryTool(self)]
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:

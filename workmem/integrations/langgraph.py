@@ -66,7 +66,7 @@ from typing import Any
 
 from workmem.agent import MEMORY_MESSAGE_NAME, TOOL_NAME, AsyncMemory, Memory, is_memory_message
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds
+from workmem.integrations import IdsRule, MemoryIds, async_memory
 
 try:
     from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
@@ -93,7 +93,9 @@ _FRAMEWORK = "LangGraph"
 
 
 class LangGraphMemory:
-    """An :class:`~workmem.agent.AsyncMemory` wired into LangGraph: :attr:`tools` and :meth:`prompt`.
+    """An :class:`~workmem.agent.AsyncMemory` (or a sync ``Memory``, run on worker threads) wired into LangGraph.
+
+    It gives :attr:`tools` and :meth:`prompt`.
 
     ``ids`` finds the ids in the run's ``RunnableConfig``; without it they come from
     ``config["configurable"]`` (see the module docstring). ``thread_id`` /
@@ -102,24 +104,18 @@ class LangGraphMemory:
 
     def __init__(
         self,
-        memory: AsyncMemory,
+        memory: AsyncMemory | Memory,
         *,
         thread_id: str | None = None,
         resource_id: str | None = None,
         ids: IdsFromConfig | None = None,
     ) -> None:
-        if isinstance(memory, Memory):
-            raise ValidationError(
-                "LangGraphMemory needs an AsyncMemory (LangGraph runs tools and prompts as coroutines): "
-                "open it with await AsyncMemory.open(url)"
-            )
-        if not isinstance(memory, AsyncMemory):
-            raise ValidationError(f"LangGraphMemory needs an AsyncMemory, not {type(memory).__name__}")
+        memory = async_memory(memory, "LangGraphMemory")
         self._ids: IdsRule[RunnableConfig] = IdsRule(
             _FRAMEWORK, HOW_TO_PASS_IDS, _ids_in_config, "the RunnableConfig", ids, thread_id, resource_id
         )
         self.memory = memory
-        """The working memory."""
+        """The working memory (a sync ``Memory`` given: one on its storage, run on worker threads)."""
         self.tool: WorkingMemoryTool | None = None if memory.read_only else WorkingMemoryTool(self)
         """The ``updateWorkingMemory`` tool, or ``None`` in read-only mode."""
 

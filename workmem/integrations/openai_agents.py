@@ -63,9 +63,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from workmem.agent.aio import AsyncMemory
+from workmem.agent.memory import Memory
 from workmem.agent.tool import TOOL_NAME
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, named_ids
+from workmem.integrations import IdsRule, MemoryIds, async_memory, named_ids
 
 try:
     from agents import Agent, FunctionTool, RunContextWrapper, Tool
@@ -93,7 +94,8 @@ BaseInstructions = str | Callable[[RunContextWrapper[Any], Agent[Any]], Any] | N
 
 
 class WorkingMemory:
-    """The working memory of an :class:`~workmem.agent.AsyncMemory`, as an Agents SDK tool and instructions.
+    """The working memory of an :class:`~workmem.agent.AsyncMemory` (or a sync ``Memory``, run on worker threads),
+    as an Agents SDK tool and instructions.
 
     ``ids`` computes the ids from the run context; without it they are read from
     the run context's fields (see the module docstring). ``thread_id`` /
@@ -102,22 +104,18 @@ class WorkingMemory:
 
     def __init__(
         self,
-        memory: AsyncMemory,
+        memory: AsyncMemory | Memory,
         *,
         thread_id: str | None = None,
         resource_id: str | None = None,
         ids: IdsFromContext | None = None,
     ) -> None:
-        if not isinstance(memory, AsyncMemory):
-            raise ValidationError(
-                f"WorkingMemory takes an AsyncMemory (the Agents SDK runs tools and instructions in coroutines), "
-                f"not {type(memory).__name__}: open it with await AsyncMemory.open(url)"
-            )
+        memory = async_memory(memory, "WorkingMemory")
         self._ids: IdsRule[object] = IdsRule(
             FRAMEWORK, HOW_TO_PASS_IDS, named_ids, "the run context", ids, thread_id, resource_id
         )
         self.memory = memory
-        """The memory the tool updates and the instructions show."""
+        """The memory the tool updates and the instructions show (a sync ``Memory`` given: one on its storage)."""
         self.tool: FunctionTool | None = None if memory.read_only else self._make_tool()
         """The ``updateWorkingMemory`` tool, or ``None`` in read-only mode."""
 

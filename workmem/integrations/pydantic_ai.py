@@ -64,9 +64,10 @@ from typing import Any, Literal
 
 from workmem.agent.aio import AsyncMemory
 from workmem.agent.flows import ToolResult
+from workmem.agent.memory import Memory
 from workmem.agent.tool import TOOL_NAME
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, named_ids
+from workmem.integrations import IdsRule, MemoryIds, async_memory, named_ids
 
 try:
     from pydantic_ai import RunContext
@@ -139,8 +140,9 @@ _RAW_ARGUMENTS = _RawArguments()
 class WorkingMemoryToolset(AbstractToolset[AgentDepsT]):
     """A pydantic-ai toolset giving an agent working memory: the instructions showing it, and the tool updating it.
 
-    ``memory`` is an :class:`~workmem.agent.AsyncMemory` (any backend, any mode and
-    scope; read-only offers no tool and shows the memory as context). ``ids``
+    ``memory`` is an :class:`~workmem.agent.AsyncMemory` or a sync :class:`~workmem.agent.Memory`
+    (run on worker threads; any backend, any mode and scope; read-only offers no tool and
+    shows the memory as context). ``ids``
     overrides where the thread and resource ids come from (default: the run's deps,
     see the module docstring); a fixed ``thread_id`` / ``resource_id`` wins over
     either. ``id`` is the toolset's id (needed to tell two of these apart on one
@@ -149,23 +151,21 @@ class WorkingMemoryToolset(AbstractToolset[AgentDepsT]):
 
     def __init__(
         self,
-        memory: AsyncMemory,
+        memory: AsyncMemory | Memory,
         *,
         ids: IdsFunc[AgentDepsT] | None = None,
         thread_id: str | None = None,
         resource_id: str | None = None,
         id: str = DEFAULT_TOOLSET_ID,
     ) -> None:
-        if not isinstance(memory, AsyncMemory):
-            hint = " (the sync Memory cannot serve pydantic-ai's coroutines)" if hasattr(memory, "call_tool") else ""
-            raise ValidationError(f"WorkingMemoryToolset needs an AsyncMemory, not {type(memory).__name__}{hint}")
+        memory = async_memory(memory, "WorkingMemoryToolset")
         self._ids: IdsRule[RunContext[AgentDepsT]] = IdsRule(
             "pydantic-ai", HOW, _ids_in_deps, "the RunContext", ids, thread_id, resource_id
         )
         if not isinstance(id, str) or not id:
             raise ValidationError(f"id must be a non-empty string, not {id!r}")
         self.memory = memory
-        """The working memory this toolset shows and updates."""
+        """The working memory this toolset shows and updates (a sync ``Memory`` given: one on its storage)."""
         self._id = id
 
     @property

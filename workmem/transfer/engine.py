@@ -38,6 +38,7 @@ from workmem import flows
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import WorkmemError
 from workmem.flows import StorageHooks, run_sync
+from workmem.masking import forgets_locals, forgets_locals_async
 from workmem.records import RecordPage, Resource, Thread
 from workmem.storage import MemoryStorage
 from workmem.transfer.concurrency import Pending, Runner, TaskRunner, ThreadRunner
@@ -378,6 +379,7 @@ async def _copy(
         await compare(source, target, report=report, page_size=page_size, progress=progress, source_unreadable=False)
 
 
+@forgets_locals  # a URL given is in the frames below
 def copy(
     src: StorageLike,
     dst: StorageLike,
@@ -431,6 +433,7 @@ def copy(
     return report
 
 
+@forgets_locals_async  # a URL given is in the frames below
 async def copy_async(
     src: AsyncStorageLike,
     dst: AsyncStorageLike,
@@ -466,6 +469,7 @@ async def copy_async(
     return report
 
 
+@forgets_locals  # a URL given is in the frames below
 def export_records(
     src: StorageLike,
     out: BinaryIO,
@@ -514,6 +518,7 @@ class _Batch:
         self.ids: set[str] = set()
 
 
+@forgets_locals  # a URL given is in the frames below
 def import_records(
     dst: StorageLike,
     lines: BinaryIO | Iterable[bytes],

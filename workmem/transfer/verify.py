@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 from workmem.flows import StorageHooks, run_sync
+from workmem.masking import forgets_locals
 from workmem.transfer.engine import (
     DEFAULT_PAGE_SIZE,
     KINDS,
@@ -112,6 +113,7 @@ async def compare(
         progress.finish()
 
 
+@forgets_locals  # a URL given is in the frames below
 def verify(
     src: StorageLike,
     dst: StorageLike,

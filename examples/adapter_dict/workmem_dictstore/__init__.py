@@ -99,10 +99,14 @@ class DictStorage(MemoryStorage):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         store = self._open_store()
         with store.lock:  # read, build the new record, write: one step under the lock
-            new = updated_resource(store.resources.get(resource_id), resource_id, working_memory, metadata, now)
+            new = updated_resource(
+                store.resources.get(resource_id), resource_id, working_memory, metadata, now, max_chars
+            )
             store.resources[resource_id] = new
         return private_copy(new)
 
@@ -137,13 +141,14 @@ class DictStorage(MemoryStorage):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         store = self._open_store()
         with store.lock:  # updated_thread refuses a thread another owner holds now (ThreadOwnershipError)
             old = store.threads.get(thread_id)
             if old is None:
                 raise ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, now, owner)
+            new = updated_thread(old, title, metadata, now, owner, max_chars)
             store.threads[thread_id] = new
         return private_copy(new)
 
@@ -207,13 +212,15 @@ class DictStorage(MemoryStorage):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         store = self._open_store()
         with store.lock:  # the whole read-merge-write under the lock: no lost updates
             if target.scope == "resource":
                 assert target.resource_id is not None
                 old = store.resources.get(target.resource_id)
-                merged, text = merge_document(None if old is None else old.working_memory, patch)
+                merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
                 store.resources[target.resource_id] = updated_resource(old, target.resource_id, text, UNSET, now)
                 return merged
             assert target.thread_id is not None
@@ -221,7 +228,7 @@ class DictStorage(MemoryStorage):
             if thread is None:
                 raise ThreadNotFoundError(target.thread_id)
             check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
             store.threads[thread.id] = with_thread_memory(thread, text, now)
             return merged
 

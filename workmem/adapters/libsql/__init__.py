@@ -6,6 +6,8 @@ the SQL it speaks is SQLite's.
 
 * :mod:`.storage` — :class:`LibSQLStorage`: the URL, the driver (the ``libsql`` wheel), statements run;
 * :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`);
+* :mod:`.readonly` — what :meth:`LibSQLStorage.query` refuses, so that nothing outlives the call;
+* :mod:`.foreign` — another SQLite library holding a file in this process, told apart from workmem's connections;
 * :mod:`.aio` — :class:`AsyncLibSQLStorage`: the async API on worker threads (the wheel is sync only).
 
 Warnings go to the ``workmem.adapters.libsql`` logger.

@@ -41,7 +41,7 @@ lock workmem holds, which can lose another process's committed write. For a look
 with SQL in the same process use :meth:`LibSQLStorage.query` (read-only, enforced
 by the database). On Linux, workmem warns (logger ``workmem.adapters.libsql``) when
 it sees another SQLite library holding the file in its process: on opening, then at
-most every 10 s from writes and ``query()``.
+most every 10 s from writes and ``query()`` (see :mod:`.foreign`).
 """
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ import logging
 import os
 import random
 import re
-import sys
+import stat
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
@@ -76,10 +75,12 @@ from workmem.errors import (
 from workmem.kit import (
     check_number,
     check_options,
+    detach,
     driver_error,
     import_driver,
     mask_url,
     query_pairs,
+    raise_unchained,
     scheme_of,
     split_userinfo,
 )
@@ -87,6 +88,8 @@ from workmem.records import Resource, Unset
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
+from .foreign import foreign_sqlite, own
+from .readonly import refused_pragma, refused_program
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
@@ -102,13 +105,8 @@ _REMOTE_SCHEMES = {
 }
 _log = logging.getLogger("workmem.adapters.libsql")
 
-_OTHER_SQLITES = ("_sqlite3", "apsw")
-"""Modules embedding a second copy of SQLite: only while one is loaded can a file be open twice, locks unshared."""
 _FOREIGN_CHECK_INTERVAL = 10.0
 """Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
-_opened: Counter[str] = Counter()
-"""Connections the ``libsql`` driver holds open for workmem in this process, by real path of the database file."""
-_opened_lock = threading.Lock()
 
 _BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
 _UNAVAILABLE_MESSAGES = (
@@ -211,6 +209,8 @@ def _path_problem(database: str, read_only: bool) -> str | None:
         return f"{database} does not exist (mode=ro opens an existing database file, it creates nothing)"
     if path.is_dir():
         return f"{database} is a directory, not a database file"
+    if path.exists() and not path.is_file():  # SQLite would write a journal beside its target (/dev/null-journal)
+        return f"{database} is {_file_kind(path)}, not a regular file: a database is a file (or a new one)"
     folder = path.parent
     for ancestor in (folder, *folder.parents):
         if ancestor.exists():
@@ -228,6 +228,17 @@ def _path_problem(database: str, read_only: bool) -> str | None:
     if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
         return f"folder {folder} does not let this process create {path.name}"
     return None
+
+
+def _file_kind(path: Path) -> str:
+    mode = path.stat().st_mode  # of what a link points to
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((kind for test, kind in kinds if test(mode)), "another kind of file")
 
 
 def _file_query(url: str) -> tuple[str, bool, str | None]:
@@ -273,47 +284,6 @@ def _error_kind(exc: BaseException) -> type[WorkmemError]:
     else:
         unavailable = any(text in message for text in _UNAVAILABLE_MESSAGES)
     return BackendUnavailableError if unavailable else BackendRefusedError
-
-
-def _open_descriptors(path: str) -> tuple[int, int]:
-    """How many file descriptors of this process are open on ``path`` and on its ``-shm`` file (Linux; else 0, 0)."""
-    main = shm = 0
-    shm_path = path + "-shm"
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return 0, 0
-    for name in names:
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue  # closed meanwhile
-        if target == path:
-            main += 1
-        elif target == shm_path:
-            shm += 1
-    return main, shm
-
-
-def _foreign_sqlite(path: str) -> str | None:
-    """Why another SQLite library seems to have ``path`` open in this process, or ``None``.
-
-    Each copy of SQLite keeps one descriptor on a WAL database's ``-shm`` file for all its
-    connections, and one on the database file per connection: a second ``-shm`` descriptor is
-    another SQLite library that has read the file; more database descriptors than the libsql
-    connections workmem holds is another library's connection (or one the program opened
-    through ``libsql`` itself, which is safe). Looked for only while a second SQLite library is loaded.
-    """
-    if not any(name in sys.modules for name in _OTHER_SQLITES):
-        return None
-    main, shm = _open_descriptors(path)
-    with _opened_lock:
-        own = _opened[path]
-    if shm > 1:
-        return f"{shm} SQLite libraries have its WAL index open"
-    if main > own:
-        return f"{main} descriptors are open on it, {own} of them workmem's libsql connections"
-    return None
 
 
 class _Pool:
@@ -390,7 +360,9 @@ class _Pool:
         self._let_go(conn)
 
     def _let_go(self, conn: Any) -> None:
+        """Let ``conn`` go; a caller that passes its last reference has it closed before it is counted out."""
         _release(conn)
+        del conn
         if self._released is not None:
             self._released()
         self._forget()
@@ -417,12 +389,20 @@ class _Pool:
     def _close_idle(self) -> None:
         while True:
             try:
-                conn = self.idle.pop()
+                self._let_go(self.idle.pop())  # its last reference, handed over
             except IndexError:
                 return
-            self._let_go(conn)
 
-    def close(self) -> None:
+    def close(self, last: Callable[[Any], object] | None = None) -> None:
+        """Close the pool: idle connections now, lent ones as they come back; ``last(conn)`` on an idle one first."""
+        if last is not None and not self.closed:
+            with suppress(IndexError):
+                conn = self.idle.pop()
+                try:
+                    last(conn)
+                finally:
+                    self.idle.append(conn)
+                    del conn
         self.closed = True
         self._close_idle()
         with self._changed:
@@ -492,10 +472,14 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             if not os.path.exists(self._path):
                 raise missing_tables(f"{self._url} ({database} does not exist)", self.dialect.required_tables())
             self._target = f"file:{quote(self._path)}?mode=rw"
+        reason = None if self._path is None else _unopenable(database, read_only)
+        if reason is not None:  # before SQLite touches the path (it would create files beside a device's target)
+            raise ValidationError(f"libSQL cannot open {self._url}: {reason}")
         self._last_look = 0.0  # when _look_for_foreign_sqlite last looked (time.monotonic())
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
         self._reader_lock = threading.Lock()
+        self._reader_closed = False  # set under _reader_lock by close(): no reader opens after it
         self._pool_size = 1 if self._memory else pool_size
         self._pool = _Pool(self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released)
         try:
@@ -541,30 +525,42 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
 
     # -- connections -------------------------------------------------------------------
 
-    def _open(self, database: str | None = None) -> Any:
+    def _open(self, *, reader: bool = False) -> Any:
+        """A driver connection for the pool, or (``reader``) query()'s read-only connection to the file."""
         try:
-            # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
-            conn = self._driver.connect(
-                database or self._target, isolation_level=None, timeout=0.0, auth_token=self._token or ""
-            )
-            if self._durability is not None:  # a setting of the connection: no lock, no I/O
-                conn.execute(self._durability)
+            with nullcontext() if self._path is None else own.opening(self._path):  # its descriptors are workmem's
+                return self._connect(self._read_only_uri() if reader else self._target)
         except Exception as exc:
             reason = None if self._path is None else _unopenable(self._database, self._read_only)
             if reason is not None:
-                raise ValidationError(f"libSQL cannot open {self._url}: {reason}") from exc
-            error = self._error(exc, "cannot open")
-            raise error from error.__cause__
-        if self._path is not None:
-            with _opened_lock:
-                _opened[self._path] += 1
+                refused = ValidationError(f"libSQL cannot open {self._url}: {reason}")
+                refused.__cause__ = detach(exc, self._token)
+                raise_unchained(refused)
+            raise_unchained(self._error(exc, "cannot open"))
+
+    def _connect(self, target: str) -> Any:
+        # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
+        conn = self._driver.connect(target, isolation_level=None, timeout=0.0, auth_token=self._token or "")
+        if self._durability is not None:  # a setting of the connection: no lock, no I/O
+            try:
+                conn.execute(self._durability)
+            except BaseException:
+                del conn  # closed now, not when the traceback (which holds this frame) goes
+                raise
         return conn
 
     def _released(self) -> None:
-        """A connection from :meth:`_open` was let go."""
+        """A connection from :meth:`_open` was let go (and closed, unless a reference to it was kept)."""
         if self._path is not None:
-            with _opened_lock:
-                _opened[self._path] -= 1
+            own.gone(self._path)
+
+    def _drop_reader(self) -> None:
+        """Let query()'s read-only connection go (under ``_reader_lock``); the next query() opens another."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            _release(reader)
+            del reader
+            self._released()
 
     def _look_for_foreign_sqlite(self, *, force: bool = False) -> None:
         """Warn (once per episode) when another SQLite library holds the file open in this process.
@@ -577,7 +573,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         if self._path is None or (not force and now - self._last_look < _FOREIGN_CHECK_INTERVAL):
             return
         self._last_look = now
-        reason = _foreign_sqlite(self._path)
+        reason = foreign_sqlite(self._path)
         if reason is None:
             self._warned = False
         elif not self._warned:
@@ -602,8 +598,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         except WorkmemError:
             raise
         except (ValueError, self._driver.Error) as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+            raise_unchained(self._error(exc))
 
     def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
         """``call(*args)`` until the database is not busy (a busy statement did nothing), up to ``busy_timeout`` s."""
@@ -641,6 +636,13 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         ``mode=ro``, under ``PRAGMA query_only``; ``:memory:`` runs under ``PRAGMA query_only``.
         A statement that would write (``ATTACH``, ``DETACH`` and ``VACUUM INTO`` included), or any other
         SQL error, raises :class:`ValidationError` and changes nothing. Remote servers are not supported.
+
+        Nothing outlives the call: each statement runs in a read transaction of its own, so
+        ``BEGIN``, ``SAVEPOINT``, ``COMMIT``, ``RELEASE`` and ``ROLLBACK`` are refused, and so is
+        a ``PRAGMA`` given a value (``PRAGMA journal_mode=DELETE``, ``PRAGMA busy_timeout=...``), which
+        would stay set on the connection (see :mod:`~workmem.adapters.libsql.readonly`). A pragma
+        without a value reads it (``PRAGMA journal_mode``, ``PRAGMA table_info(mastra_threads)``).
+        Only the first statement of a string of several runs (the driver ignores the rest).
         """
         if not isinstance(sql, str):
             raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
@@ -650,6 +652,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             raise ValidationError("query() reads a local database file or :memory:, not a remote libSQL server")
         if self._pool.closed:
             raise StorageClosedError("the libSQL storage is closed")
+        reason = refused_pragma(sql)  # before SQLite compiles it: compiling a pragma applies its value
+        if reason is not None:
+            raise ValidationError(f"query() on {self._url} refused: {reason}")
         self._look_for_foreign_sqlite()
         if self._memory:
             with self._connection() as conn:
@@ -657,41 +662,44 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         assert self._path is not None
         with self._reader_lock:  # one read-only connection of its own, opened on first use
             if self._reader is None:
-                self._reader = self._open(self._read_only_uri())
-            return self._query_only(self._reader, sql, params, reset=False)
+                if self._reader_closed:
+                    raise StorageClosedError("the libSQL storage is closed")
+                self._reader = self._open(reader=True)
+            try:
+                return self._query_only(self._reader, sql, params, reset=False)
+            finally:
+                if self._reader.in_transaction:  # its ROLLBACK failed: a fresh connection next time
+                    self._drop_reader()
 
-    def _refuse_other_files(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
-        """Refuse ``sql`` if it would ATTACH, DETACH or VACUUM INTO: those create or write other files, which
-        ``query_only`` and ``mode=ro`` do not prevent. Judged from the compiled program (``EXPLAIN``), not the text."""
+    def _refuse_lasting_effects(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
+        """Refuse ``sql`` if it would outlive the call (a transaction) or touch other files (``ATTACH``, ...):
+        ``query_only`` and ``mode=ro`` prevent neither. Judged from the compiled program (``EXPLAIN``), not the text."""
         try:
             program = self._retry_busy(self._fetch, conn, f"EXPLAIN {sql}", params).rows
         except (ValueError, self._driver.Error) as exc:
             if _is_busy(exc):
                 raise
             return  # nothing EXPLAIN compiles (EXPLAIN QUERY PLAN ..., a syntax error): run as is, it attaches nothing
-        for row in program:  # addr, opcode, p1, p2, p3, p4, p5, comment
-            opcode, p4 = row[1], str(row[5])
-            into = opcode == "Vacuum" and row[3] != 0  # P2: the register of the INTO file name (0: this file)
-            if into or p4.startswith(("sqlite_attach(", "sqlite_detach(")):
-                raise ValidationError("ATTACH, DETACH and VACUUM INTO touch other database files; query() only reads")
+        reason = refused_program(program)
+        if reason is not None:
+            raise ValidationError(reason)
 
     def _query_only(self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool) -> list[tuple[Any, ...]]:
-        """``sql`` on ``conn`` under ``PRAGMA query_only``; a ``reset`` connection is left as it was found."""
+        """``sql`` on ``conn`` under ``PRAGMA query_only``, no transaction left open (``reset``: query_only off)."""
         try:
             conn.execute("PRAGMA query_only=ON")
             try:
-                self._refuse_other_files(conn, sql, params)
+                self._refuse_lasting_effects(conn, sql, params)
                 return self._retry_busy(self._fetch, conn, sql, params).rows
             finally:
+                if conn.in_transaction:  # refused above: a net for whatever EXPLAIN could not judge
+                    conn.execute("ROLLBACK")
                 if reset:
-                    if conn.in_transaction:  # the statement was a BEGIN
-                        conn.execute("ROLLBACK")
                     conn.execute("PRAGMA query_only=OFF")
         except (ValueError, self._driver.Error) as exc:
             if _is_busy(exc):
-                error = self._error(exc)
-                raise error from error.__cause__
-            raise ValidationError(f"query() on {self._url} refused: {exc}") from exc
+                raise_unchained(self._error(exc))
+            raise_unchained(driver_error(ValidationError, f"query() on {self._url} refused", exc, self._token))
 
     def _run(self, conn: Any, statement: Statement) -> Result:
         sql, params = self.dialect.render(statement)
@@ -743,8 +751,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             healthy = True
             return result
         except (ValueError, self._driver.Error) as exc:
-            error = self._error(exc)
-            raise error from error.__cause__
+            raise_unchained(self._error(exc))
         finally:
             self._pool.give(conn, healthy)
 
@@ -756,10 +763,16 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        if isinstance(working_memory, Unset) or not (metadata is None or isinstance(metadata, Unset)):
-            # A metadata merge (or a mere touch): read, merge, write in one transaction.
-            return await super()._update_resource(resource_id, working_memory, metadata, now)
+        if (
+            isinstance(working_memory, Unset)
+            or not (metadata is None or isinstance(metadata, Unset))
+            or (max_chars is not None and working_memory is not None)
+        ):
+            # A metadata merge (or a mere touch), or a size limit to check: read, decide, write in one transaction.
+            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
         # Working memory replaced, nothing merged: one upsert, atomic by itself, returning the row (as on PostgreSQL).
         statement = self.dialect.store_working_memory(resource_id, working_memory, now, returning=True)
         return resource_from_row((await self._execute(statement)).rows[0])
@@ -807,10 +820,17 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 run(Statement(sql, {}))
 
     async def _close(self) -> None:
-        self._pool.close()
-        with self._reader_lock:
-            reader, self._reader = self._reader, None
-        if reader is not None:
-            _release(reader)
-            del reader
-            self._released()
+        with self._reader_lock:  # first: were a read-only connection the file's last to close, the WAL would stay
+            self._reader_closed = True
+            self._drop_reader()
+        writable = self._path is not None and not self._read_only
+        self._pool.close(last=self._truncate_wal if writable else None)
+
+    def _truncate_wal(self, conn: Any) -> None:
+        """Checkpoint the whole WAL into the file and empty it, unless another connection is using it (no wait).
+
+        SQLite does this itself when the file's last connection closes; with other connections
+        open (other storages, other processes), the WAL would keep its largest size until then.
+        """
+        with suppress(ValueError, self._driver.Error):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

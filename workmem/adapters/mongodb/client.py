@@ -19,16 +19,18 @@ from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    DriverError,
     StorageClosedError,
     ValidationError,
     WorkmemError,
 )
 from workmem.kit import (
+    detach,
     encode_userinfo,
     import_driver,
-    mask_exception,
     mask_secrets,
     mask_url,
+    raise_unchained,
     split_userinfo,
     url_secrets,
 )
@@ -72,6 +74,10 @@ class Secrets:
 
     def mask(self, text: str) -> str:
         return mask_secrets(text, *self.passwords)
+
+    def detach(self, exc: BaseException) -> DriverError:
+        """The stand-in for the driver's ``exc`` to chain as a cause: text and codes only, the password masked."""
+        return detach(exc, *self.passwords)
 
     def __repr__(self) -> str:
         return "Secrets(***)"
@@ -125,8 +131,10 @@ def _new_client(kind: str, url: str, options: Mapping[str, Any], secrets: Secret
         try:
             return getattr(pymongo, kind)(url, **client_options(url, options))
         except (ValueError, TypeError) as exc:  # pymongo's URL parser: a port that is not a number, ...
-            cause = exc if mask_exception(exc, *secrets.passwords) else None
-            raise ValidationError(secrets.mask(f"invalid MongoDB URL {secrets.masked_url}: {exc}")) from cause
+            cause = secrets.detach(exc)
+            error = ValidationError(f"invalid MongoDB URL {secrets.masked_url}: {cause.message}")
+            error.__cause__ = cause
+            raise_unchained(error)
 
 
 _UNAVAILABLE_CODES: Final = frozenset({6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436})
@@ -172,12 +180,13 @@ def driver_errors(errors: ModuleType, secrets: Secrets, action: str) -> Iterator
     try:
         yield
     except errors.PyMongoError as exc:
-        message = secrets.mask(f"mongodb {action} failed ({secrets.masked_url}): {type(exc).__name__}: {exc}")
-        cause = exc if mask_exception(exc, *secrets.passwords) else None
+        cause = secrets.detach(exc)
+        message = f"mongodb {action} failed ({secrets.masked_url}): {type(exc).__name__}: {cause.message}"
+        kind: type[WorkmemError] = error_kind(errors, exc)
         if isinstance(exc, errors.InvalidOperation) and "after close" in str(exc):
-            raise StorageClosedError(message) from cause
-        if isinstance(exc, errors.ConfigurationError):
-            if "DNS" in str(exc):
-                raise BackendUnavailableError(message) from cause
-            raise ValidationError(message) from cause
-        raise error_kind(errors, exc)(message) from cause
+            kind = StorageClosedError
+        elif isinstance(exc, errors.ConfigurationError):
+            kind = BackendUnavailableError if "DNS" in str(exc) else ValidationError
+        error = kind(message)
+        error.__cause__ = cause
+        raise_unchained(error)

@@ -321,15 +321,17 @@ def resource_rewrite(
     working_memory: str | Unset | None,
     metadata: dict[str, Any] | Unset | None,
     now: datetime,
+    max_chars: int | None = None,
 ) -> tuple[Resource, Document]:
     """:func:`~workmem.changes.updated_resource` on the stored document ``old`` (``None``: none is stored).
 
     Returns the new resource and the fields to write: without ``old`` the whole
     document (revision 1) to insert; else the fields the update changes and the
     next revision, to ``$set`` where :func:`cas_filter` of ``old`` still matches.
+    ``max_chars`` is checked on ``old`` (raises before anything is written).
     """
     new = updated_resource(
-        None if old is None else resource_from_document(old), resource_id, working_memory, metadata, now
+        None if old is None else resource_from_document(old), resource_id, working_memory, metadata, now, max_chars
     )
     document = resource_document(new)
     if old is None:
@@ -358,7 +360,11 @@ def thread_touch(title: str | Unset, now: datetime) -> Document:
 
 
 def thread_rewrite(
-    old: Mapping[str, Any], title: str | Unset, metadata: dict[str, Any] | Unset | None, now: datetime
+    old: Mapping[str, Any],
+    title: str | Unset,
+    metadata: dict[str, Any] | Unset | None,
+    now: datetime,
+    max_chars: int | None = None,
 ) -> tuple[Thread, Document]:
     """:func:`~workmem.changes.updated_thread` on the stored document ``old``: the new thread, the fields to write.
 
@@ -366,9 +372,10 @@ def thread_rewrite(
     Merged metadata is written whole (so no key becomes a path), merged with
     :func:`~workmem.changes.shallow` over the stored values as decoded, so a
     value another program stored keeps its BSON type (a date stays a date).
-    Raises what the rule raises (merged metadata too large) before anything is written.
+    Raises what the rule raises (merged metadata too large; a working memory over ``max_chars``)
+    before anything is written.
     """
-    new = updated_thread(thread_from_document(old), title, metadata, now)
+    new = updated_thread(thread_from_document(old), title, metadata, now, max_chars=max_chars)
     fields = {**_thread_set(new, title), REV: next_rev(old)}
     if _metadata_given(metadata):
         fields["metadata"] = shallow(raw_metadata(old.get("metadata")), metadata)

@@ -99,7 +99,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
-from workmem.kit import import_driver
+from workmem.kit import import_driver, raise_unchained
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Thread, ThreadPage, Unset
 from workmem.storage import MemoryStorage
 
@@ -277,13 +277,17 @@ class MongoHooks(StorageHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        if isinstance(metadata, Unset) or metadata is None:
+        limited = max_chars is not None and isinstance(working_memory, str)
+        if (isinstance(metadata, Unset) or metadata is None) and not limited:
             return await self._upsert_resource(resource_id, working_memory, now)
+        # A metadata merge, or a size limit that compares with the stored memory: compare-and-swap.
         return await self._rewrite_resource(
             "update_resource",
             resource_id,
-            lambda old: resource_rewrite(old, resource_id, working_memory, metadata, now),
+            lambda old: resource_rewrite(old, resource_id, working_memory, metadata, now, max_chars),
         )
 
     async def _upsert_resource(self, resource_id: str, working_memory: str | Unset | None, now: datetime) -> Resource:
@@ -318,7 +322,7 @@ class MongoHooks(StorageHooks):
             except self._errors.PyMongoError as exc:
                 if not is_duplicate_key(self._errors, exc):
                     raise
-                raise ThreadExistsError(thread.id) from None  # the unique index on id refused it
+                raise_unchained(ThreadExistsError(thread.id))  # the unique index on id refused it
         return thread
 
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
@@ -335,7 +339,9 @@ class MongoHooks(StorageHooks):
                 # The id exists but not with this owner; owners never change, so one read decides.
                 holder = await threads.find_one({"id": thread.id}, {"resourceId": 1})
                 if holder is not None and holder.get("resourceId") != thread.resource_id:
-                    raise ThreadOwnershipError(thread.id, thread.resource_id) from exc
+                    refused = ThreadOwnershipError(thread.id, thread.resource_id)
+                    refused.__cause__ = self._secrets.detach(exc)
+                    raise_unchained(refused)
                 return None  # a same-owner insert raced ours, or the other owner's thread was just deleted
             if created.upserted:
                 return thread
@@ -353,10 +359,11 @@ class MongoHooks(StorageHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         if not isinstance(metadata, Unset) and metadata is not None:
             return await self._rewrite_thread(
-                "update_thread", thread_id, owner, lambda old: thread_rewrite(old, title, metadata, now)
+                "update_thread", thread_id, owner, lambda old: thread_rewrite(old, title, metadata, now, max_chars)
             )
         with self._driver("update_thread"):  # nothing to merge: one blind update (thread_touch)
             document = await self._db.threads.find_one_and_update(
@@ -446,20 +453,23 @@ class MongoHooks(StorageHooks):
 
     # -- working memory --------------------------------------------------------------
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
         if target.scope == "resource":
             assert target.resource_id is not None
             resource_id = target.resource_id
 
             def merge_resource(old: Document | None) -> tuple[dict[str, Any], Document]:
                 stored = None if old is None else resource_working_memory(old.get("workingMemory"))
-                merged, text = merge_document(stored, patch)
+                merged, text = merge_document(stored, patch, max_chars)
                 return merged, resource_rewrite(old, resource_id, text, UNSET, now)[1]
 
             return await self._rewrite_resource("merge_working_memory", resource_id, merge_resource)
 
         def merge_thread(old: Document) -> tuple[dict[str, Any], Document]:
-            merged, text = merge_document(thread_working_memory_to_merge(raw_metadata(old.get("metadata"))), patch)
+            stored = thread_working_memory_to_merge(raw_metadata(old.get("metadata")))
+            merged, text = merge_document(stored, patch, max_chars)
             return merged, thread_rewrite(old, UNSET, {WORKING_MEMORY_KEY: text}, now)[1]
 
         assert target.thread_id is not None

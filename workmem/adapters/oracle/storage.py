@@ -56,7 +56,7 @@ from workmem.adapters.sql.rows import thread_from_row
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.flows import run_sync
-from workmem.kit import check_options, driver_error, import_driver, mask_url, split_userinfo
+from workmem.kit import check_options, driver_error, import_driver, mask_url, raise_unchained, split_userinfo
 from workmem.records import Resource, Thread
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
@@ -207,8 +207,9 @@ def mapped_errors(config: OracleConfig, oracledb: ModuleType, action: str) -> It
         yield
     except oracledb.Error as exc:
         context = f"Oracle {action} failed on {config.masked_url}"
-        error = driver_error(error_kind(*oracle_error_code(exc)), context, exc, config.password)
-        raise error from error.__cause__
+        code, full_code = oracle_error_code(exc)
+        error = driver_error(error_kind(code, full_code), context, exc, config.password, code=full_code or None)
+        raise_unchained(error)
 
 
 # -- one statement on a cursor, sync or async (what differs is only the awaiting) -----------------

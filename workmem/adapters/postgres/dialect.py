@@ -9,7 +9,11 @@ raises SQLSTATE ``WM001`` (a merged document, or merged metadata, over 4 MiB
 PostgreSQL's ``json`` and Python could read differently (escapes, exponents,
 long integers, negative zero, repeated keys, deep nesting) raises ``WM004``
 instead, and the merge is redone as a row-locked read-modify-write in Python,
-so it gets the same outcome as on every other backend.
+so it gets the same outcome as on every other backend. So is the merge of a large
+memory nested deep (over 256 KiB, 4 levels or more; or such a patch holding a
+null): the SQL merge walks the patch level by level, one statement for all the
+objects of a level, but reads every object it walks in full once per level above
+it, while Python reads the document once.
 
 A page's ``total`` is read from ``workmem_thread_counts`` (one row per
 resource), kept exact by triggers on ``mastra_threads`` whoever writes the
@@ -172,25 +176,57 @@ BEGIN
   -- RFC 7396, section 2: objects merge recursively, null deletes, anything else replaces.
   -- json, not jsonb: numbers stay as written and keys keep their order (kept keys, then new ones).
   -- Built as compact text (no spaces), the text Python's dump_json writes, so every backend stores the same.
+  -- The patch is compact JSON (workmem sends dump_json): an object value with no null in it merges into
+  -- anything that is not an object, and into its own copy, as itself, so it is copied as sent, not walked.
   IF json_typeof(patch) IS DISTINCT FROM 'object' THEN
     RETURN patch;
   END IF;
-  IF json_typeof(target) IS DISTINCT FROM 'object' THEN
-    target := '{{}}';
+  IF strpos(patch::text, 'null') = 0 AND (json_typeof(target) IS DISTINCT FROM 'object'
+      OR target::text ~ '^\\s*[{{]\\s*[}}]\\s*$' OR target::text = patch::text) THEN
+    RETURN patch;
   END IF;
-  RETURN COALESCE((
-    SELECT CAST('{{' || string_agg(to_json(merged.key)::text || ':' || merged.value::text, ','
-                                   ORDER BY merged.side, merged.position) || '}}' AS json) FROM (
-      SELECT t.key, CASE WHEN p.key IS NULL THEN t.value ELSE {s}.workmem_merge_patch(t.value, p.value) END,
-             0, t.position
-      FROM json_each(target) WITH ORDINALITY AS t(key, value, position)
-      LEFT JOIN json_each(patch) AS p ON p.key = t.key
-      WHERE p.key IS NULL OR json_typeof(p.value) <> 'null'
+  -- One statement for the whole tree, level by level (no call per object, each object parsed once per
+  -- level above it): a node is an object of the result that has to be walked, because the patch holds an
+  -- object there that neither replaces the target's value as sent nor equals it. Each node's members are
+  -- the target's (in order; a patched one takes the patch's value, a null deletes it), then the patch's
+  -- new ones (in order), sorted by a path of fixed-width ordinals; the text is their tokens in that order.
+  RETURN (
+    WITH RECURSIVE node(path, first, key, tval, pval, walk) AS (
+      SELECT ''::text, true, NULL::text, target, patch, true
+      UNION ALL (
+        WITH level AS (  -- the nodes found one level up: each level is joined as a whole, by hash
+          SELECT path, CASE WHEN json_typeof(tval) = 'object' THEN tval ELSE '{{}}' END AS tval, pval
+          FROM node WHERE walk
+        ), t AS (
+          SELECT level.path, e.key, e.value, e.ord
+          FROM level, json_each(level.tval) WITH ORDINALITY AS e(key, value, ord)
+        ), p AS (
+          SELECT level.path, e.key, e.value, e.ord
+          FROM level, json_each(level.pval) WITH ORDINALITY AS e(key, value, ord)
+        ), member AS (
+          SELECT COALESCE(t.path, p.path) AS parent, COALESCE(t.key, p.key) AS key, t.value AS tval, p.value AS pval,
+                 COALESCE(t.ord, 1073741824 + p.ord) AS ord
+          FROM t FULL JOIN p ON p.path = t.path AND p.key = t.key
+          WHERE p.key IS NULL OR json_typeof(p.value) <> 'null'
+        ), first AS (
+          SELECT parent, min(ord) AS ord FROM member GROUP BY parent
+        )
+        SELECT m.parent || lpad(to_hex(m.ord), 8, '0'), m.ord = f.ord, m.key, m.tval, m.pval,
+               COALESCE(json_typeof(m.pval) = 'object' AND (strpos(m.pval::text, 'null') > 0
+                 OR (json_typeof(m.tval) = 'object' AND m.tval::text <> m.pval::text)), false)
+        FROM member AS m JOIN first AS f ON f.parent = m.parent
+      )
+    )
+    SELECT CAST(string_agg(token, '' ORDER BY sortkey COLLATE "C") AS json) FROM (
+      SELECT path,
+             CASE WHEN first THEN '' ELSE ',' END
+             || CASE WHEN key IS NULL THEN '' ELSE to_json(key)::text || ':' END
+             || CASE WHEN walk THEN '{{' WHEN pval IS NOT NULL THEN pval::text ELSE tval::text END
+      FROM node
       UNION ALL
-      SELECT p.key, {s}.workmem_merge_patch(NULL, p.value), 1, p.position
-      FROM json_each(patch) WITH ORDINALITY AS p(key, value, position)
-      WHERE json_typeof(p.value) <> 'null' AND p.key NOT IN (SELECT key FROM json_each(target))
-    ) AS merged(key, value, side, position)), '{{}}');
+      SELECT path || 'z', '}}' FROM node WHERE walk  -- after every member: 'z' sorts after the hex digits
+    ) AS tokens(sortkey, token)
+  );
 END
 $fn$
 """
@@ -264,6 +300,7 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
 DECLARE
   doc json;
   tree jsonb;
+  jsonb_text text;
   merged text;
 BEGIN
   IF stored IS NULL OR stored ~ '{blank}' THEN
@@ -287,12 +324,29 @@ BEGIN
     IF stored ~ '{needs_exact}' THEN
       RAISE EXCEPTION 'stored working memory needs the exact check' USING ERRCODE = '{exact}';
     END IF;
-    tree := doc::jsonb;  -- keeps the last of repeated keys: fewer keys than '":' pairs means a repeat (or a ": in text)
+    tree := doc::jsonb;
+    -- The merge reads each object it walks in full, once for every level above it: for a large memory
+    -- nested deep that is many times its size, where the row-locked read-modify-write in Python reads it once.
+    IF octet_length(stored) > {walk_bytes} AND jsonb_path_exists(tree, 'strict $.**{{{walk_depth}}}') THEN
+      RAISE EXCEPTION 'stored working memory is large and nested deep: merged under a row lock'
+        USING ERRCODE = '{exact}';
+    END IF;
+    -- jsonb keeps the last of repeated keys: fewer keys than '":' pairs means a repeat (or a ": in text).
+    -- jsonb's text writes each key as "key": and nothing else unescaped as '": '. Without its escaped
+    -- backslashes (\\\\, paired from the left as a JSON reader pairs them), an escaped quote is \\": so
+    -- its keys are the '": ' minus the '\\": ' (cheap string counts, where a path query copies every value).
+    jsonb_text := replace(tree::text, '\\\\', '');
     IF jsonb_path_exists(tree, 'strict $.**{{{depth}}}')
-       OR jsonb_array_length(jsonb_path_query_array(tree, 'strict $.** ? (@.type() == "object").keyvalue().key'))
+       OR (octet_length(jsonb_text) - octet_length(replace(jsonb_text, '": ', ''))) / 3
+          - (octet_length(jsonb_text) - octet_length(replace(jsonb_text, '\\": ', ''))) / 4
           <> (octet_length(stored) - octet_length(replace(stored, '":', ''))) / 2 THEN
       RAISE EXCEPTION 'stored working memory needs the exact check' USING ERRCODE = '{exact}';
     END IF;
+  END IF;
+  -- The same for a large patch nested deep that must be walked whole (a null in it deletes something).
+  IF octet_length(patch::text) > {walk_bytes} AND strpos(patch::text, 'null') > 0
+     AND jsonb_path_exists(patch::jsonb, 'strict $.**{{{walk_depth}}}') THEN
+    RAISE EXCEPTION 'the patch is large and nested deep: merged under a row lock' USING ERRCODE = '{exact}';
   END IF;
   merged := {s}.workmem_merge_patch(doc, patch)::text;
   IF octet_length(merged) > {limit} THEN
@@ -302,6 +356,12 @@ BEGIN
 END
 $fn$
 """
+_WALK_BYTES = 256 * 1024
+_WALK_DEPTH = 4
+"""Stored memory (or a patch with a null) over ``_WALK_BYTES`` that nests ``_WALK_DEPTH`` levels deep is merged
+under a row lock in Python: walking it level by level in SQL would read it up to ``MAX_DEPTH`` times over
+(``python -m bench --only big_merge`` measures both on 60,000-key documents)."""
+
 # Stored text the one-statement merge leaves to the exact check (see _MERGE_DOCUMENT): any \u escape; a
 # key with space before its ':'; a number of 16+ digits, with an exponent, or a negative zero.
 _NEEDS_EXACT = r'\\u|"\s+:|(?<![0-9.])[0-9]{16,}\s*[],}]|[0-9][eE][-+]?[0-9]+\s*[],}]|-0(\.0+)?\s*[],}]'
@@ -382,6 +442,8 @@ class PostgresDialect(Dialect):
                 needs_exact=_NEEDS_EXACT,
                 depth=MAX_DEPTH,
                 limit=MAX_TEXT_BYTES,
+                walk_bytes=_WALK_BYTES,
+                walk_depth=_WALK_DEPTH,
             )
             for template in (_MERGE_PATCH, _MERGE_DOCUMENT, _CHECK_SIZE, _METADATA_OBJECT, _METADATA_TEXT_OBJECT)
         ]

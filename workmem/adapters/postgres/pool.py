@@ -208,6 +208,13 @@ class AsyncConnectionPool:
     gives up its place, and one cancelled after a connection (or a place) was
     handed to it gives that back. :meth:`give` never suspends, so a cancelled
     caller cannot lose a connection half way through giving it back.
+
+    Usable from any event loop, several at once: the pool's state is guarded by
+    a thread lock (never held across an await), and a connection, a place or an
+    error for a caller waiting on another loop is handed over on that loop
+    (``call_soon_threadsafe``); one whose loop has closed goes to the next caller.
+    A connection belongs to no loop: each call waits for its socket on the
+    running loop.
     """
 
     def __init__(
@@ -229,6 +236,8 @@ class AsyncConnectionPool:
         self._open = 0  # connections lent out, idle or being opened
         self._waiters: deque[asyncio.Future[Any]] = deque()
         self._closed = False
+        self._lock = threading.Lock()
+        """Guards ``_idle``, ``_open``, ``_waiters`` and ``_closed`` (callers may run on several loops' threads)."""
 
     @property
     def closed(self) -> bool:
@@ -236,21 +245,27 @@ class AsyncConnectionPool:
 
     def get_stats(self) -> dict[str, int]:
         """``pool_size`` (open or opening), ``pool_available`` (idle) and ``requests_waiting``, as psycopg_pool's."""
-        waiting = sum(not waiter.done() for waiter in self._waiters)
-        return {"pool_size": self._open, "pool_available": len(self._idle), "requests_waiting": waiting}
+        with self._lock:
+            waiting = sum(not waiter.done() for waiter in self._waiters)
+            return {"pool_size": self._open, "pool_available": len(self._idle), "requests_waiting": waiting}
 
     async def take(self) -> Any:
         """A live connection for this task alone, until given back; the driver's error if none can be opened."""
         while True:
-            if self._closed:
-                raise StorageClosedError(f"this AsyncPostgresStorage is closed ({self._where})")
-            if self._idle:
-                conn = self._idle.pop()
-            elif self._open < self._max_size:
-                self._open += 1
-                conn = _SLOT
-            else:
-                conn = await self._wait()
+            waiter: asyncio.Future[Any] | None = None
+            with self._lock:
+                if self._closed:
+                    raise StorageClosedError(f"this AsyncPostgresStorage is closed ({self._where})")
+                if self._idle:
+                    conn = self._idle.pop()
+                elif self._open < self._max_size:
+                    self._open += 1
+                    conn = _SLOT
+                else:  # queued under the lock: a connection given back meanwhile cannot miss this caller
+                    waiter = asyncio.get_running_loop().create_future()
+                    self._waiters.append(waiter)
+            if waiter is not None:
+                conn = await self._wait(waiter)
             if conn is _SLOT:
                 return await self._open_one()
             if not closed_by_server(conn):
@@ -258,18 +273,14 @@ class AsyncConnectionPool:
             log.debug("dropping a connection to %s that the server closed", self._where)
             self._drop(conn)
 
-    async def _wait(self) -> Any:
-        """A connection or a place (:data:`_SLOT`) handed over by :meth:`give` or :meth:`_forget`."""
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._waiters.append(waiter)
-        timer = loop.call_later(self._timeout, self._expire, waiter)
+    async def _wait(self, waiter: asyncio.Future[Any]) -> Any:
+        """A connection or a place (:data:`_SLOT`) handed to ``waiter`` by :meth:`give` or :meth:`_forget`."""
+        timer = asyncio.get_running_loop().call_later(self._timeout, self._expire, waiter)
         try:
             return await waiter
         except BaseException:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                handed = waiter.result()  # handed over, then this task was cancelled: given back, not lost
-                self._forget() if handed is _SLOT else self.give(handed)
+                self._handed_back(waiter.result())  # handed over, then this task was cancelled: not lost
             raise
         finally:
             timer.cancel()
@@ -326,15 +337,19 @@ class AsyncConnectionPool:
         Never suspends. A connection closed here with a transaction or a statement still open
         on it is rolled back by the server.
         """
-        if self._closed or not keepable(conn):
+        if not keepable(conn):
             self._drop(conn)
             return
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(conn)
+        with self._lock:
+            closed = self._closed
+            waiter = None if closed else self._next_waiter()
+            if not closed and waiter is None:
+                self._idle.append(conn)
                 return
-        self._idle.append(conn)
+        if waiter is None:
+            self._drop(conn)
+        else:
+            self._hand(waiter, conn)
 
     def _drop(self, conn: Any) -> None:
         try:
@@ -347,23 +362,71 @@ class AsyncConnectionPool:
 
     def _forget(self) -> None:
         """One connection fewer: its place goes to the first waiting caller, who opens one in it."""
+        with self._lock:
+            waiter = self._next_waiter()
+            if waiter is None:
+                self._open -= 1
+                return
+        self._hand(waiter, _SLOT)
+
+    def _next_waiter(self) -> asyncio.Future[Any] | None:
+        """The first caller still waiting, taken off the queue (under the lock)."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(_SLOT)
-                return
-        self._open -= 1
+                return waiter
+        return None
+
+    def _hand(self, waiter: asyncio.Future[Any], handed: Any) -> None:
+        """Give a connection or a place to ``waiter``, on its loop; if it no longer waits, to the next caller."""
+        if not _on_loop_of(waiter, self._arrive, waiter, handed):
+            self._handed_back(handed)  # its loop has closed
+
+    def _arrive(self, waiter: asyncio.Future[Any], handed: Any) -> None:
+        if waiter.done():  # it stopped waiting (timed out, cancelled) while this was on its way
+            self._handed_back(handed)
+        else:
+            waiter.set_result(handed)
+
+    def _handed_back(self, handed: Any) -> None:
+        self._forget() if handed is _SLOT else self.give(handed)
 
     def _fail_waiters(self, exc: BaseException) -> None:
-        waiting, self._waiters = self._waiters, deque()
+        with self._lock:
+            waiting, self._waiters = self._waiters, deque()
         for waiter in waiting:
-            if not waiter.done():
-                waiter.set_exception(exc)
+            _on_loop_of(waiter, _fail, waiter, exc)
 
     async def close(self) -> None:
         """Close the idle connections and fail the waiting callers; those lent out are closed when given back."""
-        self._closed = True
-        idle, self._idle = self._idle, []
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
         for conn in idle:
             self._drop(conn)
         self._fail_waiters(StorageClosedError(f"this AsyncPostgresStorage is closed ({self._where})"))
+
+
+def _on_loop_of(future: asyncio.Future[Any], callback: Callable[..., None], *args: Any) -> bool:
+    """Run ``callback(*args)`` on ``future``'s loop: now if that loop runs here, else scheduled on it.
+
+    ``False`` if that loop is closed (nothing waits on it any more; the callback did not run).
+    """
+    loop = future.get_loop()
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        here = False
+    if here:
+        callback(*args)
+        return True
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _fail(waiter: asyncio.Future[Any], exc: BaseException) -> None:
+    if not waiter.done():
+        waiter.set_exception(exc)

@@ -59,11 +59,13 @@ from workmem.flows import run_sync
 from workmem.kit import (
     check_number,
     check_options,
+    detach,
     driver_error,
     encode_userinfo,
     import_driver,
     mask_secrets,
     mask_url,
+    raise_unchained,
     split_userinfo,
     url_secrets,
 )
@@ -79,6 +81,7 @@ from .dialect import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
+from .driverlog import statement
 from .pool import AsyncConnectionPool, ConnectionPool, log
 from .sqlstate import error_kind
 
@@ -249,7 +252,7 @@ class _PostgresCommon(SqlStorage):
         if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
             kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError
             error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
-            error.__cause__ = exc
+            error.__cause__ = detach(exc, *self._secrets)
             return error
         if self._pool is not None and self._pool.closed:
             return StorageClosedError(f"this {type(self).__name__} is closed ({self._url})")
@@ -262,9 +265,10 @@ class _PostgresCommon(SqlStorage):
         )
 
     def _raise(self, exc: BaseException) -> NoReturn:
-        """Raise the workmem error for the driver's ``exc``, secrets masked."""
+        """Raise the workmem error for the driver's ``exc``, secrets masked, ``exc`` itself reachable from nothing."""
         error = self._error(exc)
-        raise error from error.__cause__
+        del exc  # not a local of this frame in the error's traceback
+        raise_unchained(error)
 
     def _retryable(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection was lost (not a query error)."""
@@ -387,7 +391,7 @@ class _PostgresCommon(SqlStorage):
             error = self._error(exc)
             if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
                 error.args = (f"{error}; {CREATE_FALSE_ADVICE}",)
-            raise error from error.__cause__
+            raise_unchained(error)
 
     # -- bulk writes: a batch as one JSON document, one statement (see bulk) ----------
 
@@ -449,7 +453,8 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.workmem_cursor
-        cursor.execute(sql, params)
+        with statement():
+            cursor.execute(sql, params)
         result = cursor.pgresult
         rows = cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
         return Result(rows, cursor.rowcount)
@@ -519,7 +524,8 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.workmem_cursor
-        await cursor.execute(sql, params)
+        with statement():  # psycopg's warning on a cancellation it cannot complete: a debug record of ours
+            await cursor.execute(sql, params)
         result = cursor.pgresult
         rows = await cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
         return Result(rows, cursor.rowcount)

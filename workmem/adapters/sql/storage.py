@@ -25,7 +25,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, asyn
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
+from workmem.changes import memory_given, merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.checks import ListQuery, ScopeTarget, check_owner, thread_working_memory_to_merge
 from workmem.errors import (
     BackendBusyError,
@@ -166,17 +166,21 @@ class SqlStorage(StorageHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
-        if self.dialect.native_shallow_merge:
+        limited = max_chars is not None and isinstance(working_memory, str)
+        if self.dialect.native_shallow_merge and not limited:
             statement = self.dialect.update_resource(resource_id, working_memory, metadata, now)
             try:
                 with _record("resource", resource_id):
                     return resource_from_row((await self._execute(statement)).rows[0])
             except ExactCheckNeeded:
                 pass  # near the size limit: decided below, under a row lock
+        # A max_chars limit compares with the stored memory: decided here, on the locked row.
         async with self._transaction() as tx:
             old = await self._lock_resource(tx, resource_id, now)
-            new = updated_resource(old, resource_id, working_memory, metadata, now)
+            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
             await tx.execute(self.dialect.upsert_resource(new))
         return new
 
@@ -214,8 +218,10 @@ class SqlStorage(StorageHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
-        if self.dialect.native_shallow_merge:
+        limited = max_chars is not None and memory_given(metadata) is not None
+        if self.dialect.native_shallow_merge and not limited:
             statement = self.dialect.update_thread(thread_id, title, metadata, now, owner)
             try:
                 with _record("thread", thread_id):
@@ -227,8 +233,9 @@ class SqlStorage(StorageHooks):
                 raise ThreadNotFoundError(thread_id)
             if rows:
                 return thread_from_row(rows[0])
+        # A max_chars limit compares with the stored memory: decided here, on the locked row.
         async with self._transaction() as tx:
-            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now, owner)
+            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now, owner, max_chars)
             await tx.execute(self.dialect.write_thread(new))
         return new
 
@@ -300,8 +307,13 @@ class SqlStorage(StorageHooks):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
-        statement = self.dialect.merge_statement(target, patch, now)
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        # A max_chars limit is decided on the merged text as workmem writes it (dump_json), which no database's
+        # own JSON output matches exactly (spacing, escapes, number formats, bytes): with a limit, the merge is
+        # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
+        statement = None if max_chars is not None else self.dialect.merge_statement(target, patch, now)
         if statement is not None:
             try:
                 with _record(target.scope, target.thread_id or target.resource_id or ""):
@@ -322,12 +334,12 @@ class SqlStorage(StorageHooks):
             if target.scope == "resource":
                 assert target.resource_id is not None
                 old = await self._lock_resource(tx, target.resource_id, now)
-                merged, text = merge_document(None if old is None else old.working_memory, patch)
+                merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
                 await tx.execute(self._merged_resource(old, target.resource_id, text, now))
                 return merged
             assert target.thread_id is not None
             thread = await self._lock_thread(tx, target.thread_id)
             check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
             await tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
             return merged

@@ -9,16 +9,21 @@ URL forms:
 Options (query parameters or ``connect()`` keyword arguments): ``token``;
 ``prefix`` (put before every key, default empty so the keys are exactly
 Mastra's); ``retries`` and ``retry_interval`` (the driver re-sends a failed
-request, default once after 3 s); ``timeout`` (HTTP seconds, default 30).
+request, default once after 3 s); ``timeout`` (HTTP seconds, default 30);
+``listing`` (``index`` or ``scan``, below).
 
 Keys: ``mastra_resources:{id}`` and ``mastra_threads:id:{id}`` hold Mastra's JSON
 documents, so the TypeScript ``@mastra/upstash`` adapter reads and writes the
 same data. workmem adds two sorted sets per resource
 (``workmem:thread_index:created_at:{id}`` / ``...:updated_at:{id}``, thread ids
-scored by epoch milliseconds), kept exact by every workmem write, so
-``list_threads`` costs O(log n + page) and its ``total`` is exact. Threads
-written by the TypeScript adapter are not in them until
-:meth:`UpstashStorage.reindex` runs.
+scored by epoch milliseconds), kept exact by every workmem write. With
+``listing=index`` (the default) ``list_threads`` reads them: O(log n + page),
+complete while only workmem writes threads; threads the TypeScript adapter
+created, moved or deleted show there only after :meth:`UpstashStorage.reindex`
+(a list that meets a leftover entry logs one warning). With ``listing=scan`` it
+reads the thread documents themselves (``SCAN``, the owner filtered in Redis, see
+:mod:`.listing`): complete and exact whoever writes, O(keys in the database) a
+list. Mixed TypeScript/Python deployments use ``listing=scan``.
 
 Iteration (``iter_resources``/``iter_threads``, ``resource_page``/``thread_page``)
 walks two more sorted sets, ``workmem:ids:resources`` and ``workmem:ids:threads``
@@ -42,8 +47,10 @@ touch cjson, so numbers, ``[]``/``{}`` and Unicode round-trip exactly.
 
 Async: ``await workmem.connect_async(url)`` opens :class:`AsyncUpstashStorage`
 on the ``upstash_redis.asyncio`` client (same URL, options, keys and scripts;
-``await store.reindex()``). A cancelled call leaves no partial write: each
-write is one script, sent whole or not at all.
+``await store.reindex()``), usable from any event loop (one httpx client per
+loop, :mod:`.transport`). A cancelled call leaves no partial write: each
+write is one script, sent whole or not at all. ``close()`` ends calls in
+flight with ``StorageClosedError``, sync and async.
 """
 
 from __future__ import annotations

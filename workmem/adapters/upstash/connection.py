@@ -12,31 +12,55 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
+    MissingDriverError,
     StorageClosedError,
     ValidationError,
 )
 from workmem.flows import run_sync
-from workmem.kit import check_number, import_driver, mask_exception, mask_secrets, mask_url, query_pairs, split_userinfo
+from workmem.kit import (
+    check_number,
+    detach,
+    import_driver,
+    mask_secrets,
+    mask_url,
+    query_pairs,
+    raise_unchained,
+    split_userinfo,
+)
 
 from .scripts import SCRIPTS, Script
+from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_clients, install
 
-__all__ = ["ENV_TOKEN", "ENV_URL", "AsyncRestClient", "BaseRestClient", "RestClient", "UpstashSettings", "ready"]
+__all__ = [
+    "ENV_TOKEN",
+    "ENV_URL",
+    "LISTINGS",
+    "AsyncRestClient",
+    "BaseRestClient",
+    "Listing",
+    "RestClient",
+    "UpstashSettings",
+    "ready",
+]
 
 C = TypeVar("C", bound="BaseRestClient")
+Listing = Literal["index", "scan"]
 
 ENV_URL = "UPSTASH_REDIS_REST_URL"
 ENV_TOKEN = "UPSTASH_REDIS_REST_TOKEN"
-_OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout")
+_OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout", "listing")
+LISTINGS = ("index", "scan")
+"""The values of the ``listing`` option: how ``list_threads`` finds a resource's threads (see the package docstring)."""
 _UNAVAILABLE = ("LOADING", "MASTERDOWN")
 """Replies of a server that cannot serve now (loading, no primary); also workmem's bridge without its Redis."""
 _BUSY = ("BUSY", "TRYAGAIN")
@@ -59,6 +83,9 @@ class UpstashSettings:
     """Seconds between those attempts."""
     timeout: float | None = 30.0
     """HTTP timeout in seconds (``None``: wait forever, the driver's default)."""
+    listing: Listing = "index"
+    """How ``list_threads`` finds a resource's threads: ``"index"``, workmem's sorted sets (O(log n + page),
+    complete when only workmem writes threads), or ``"scan"``, every thread document (complete whoever writes)."""
 
     @classmethod
     def from_url(cls, url: str, options: Mapping[str, Any]) -> UpstashSettings:
@@ -97,6 +124,9 @@ class UpstashSettings:
         if not isinstance(prefix, str):
             raise ValidationError(f"prefix must be a string, not {type(prefix).__name__}")
         timeout = values.get("timeout", 30.0)
+        listing = values.get("listing", "index")
+        if listing not in LISTINGS:
+            raise ValidationError(f"listing must be one of {list(LISTINGS)}, not {listing!r}")
         return cls(
             rest_url=rest_url.rstrip("/"),
             token=str(token),
@@ -104,6 +134,7 @@ class UpstashSettings:
             retries=int(_number(values, "retries", 1, integer=True)),
             retry_interval=_number(values, "retry_interval", 3.0),
             timeout=None if timeout in (None, "", "none") else _number(values, "timeout", 30.0, positive=True),
+            listing=listing,
         )
 
 
@@ -133,11 +164,13 @@ def _driver_options(settings: UpstashSettings) -> dict[str, Any]:
     }
 
 
-def _with_timeout(redis: Any, timeout: float | None) -> Any:
-    """``redis`` with its httpx client's timeout set (both drivers create theirs without one)."""
-    http = getattr(getattr(redis, "_http", None), "_client", None)
-    if http is not None and hasattr(http, "timeout"):
-        http.timeout = timeout
+def _with_transport(redis: Any, make: Callable[[Any], SyncTransport | LoopTransports]) -> Any:
+    """``redis`` sending through ``make(its httpx client)`` (see :mod:`.transport`)."""
+    if not install(redis, make):
+        raise MissingDriverError(
+            "this upstash-redis keeps no HTTP client at Redis._http._client, where workmem sets its timeout and "
+            "per-event-loop clients (tested with upstash-redis 1.8.0)"
+        )
     return redis
 
 
@@ -155,7 +188,7 @@ class BaseRestClient(ABC):
         self._token = settings.token
         self._where = settings.rest_url
         self._closed = False
-        self._redis = _with_timeout(redis, settings.timeout)
+        self._redis = redis
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._where!r})"
@@ -188,18 +221,24 @@ class BaseRestClient(ABC):
         self._check_open()
         try:
             return await self._send(list(command))
+        except ClientClosed:
+            raise_unchained(self._closed_error())  # nothing of the cut request (its headers hold the token)
         except Exception as exc:
             error, cause = self._failure(exc, str(command[0]))
-            raise error from cause
+            error.__cause__ = cause
+            raise_unchained(error)
 
     async def execute_batch(self, commands: Sequence[list[str | int]]) -> list[Any]:
         """Run commands in one pipeline request (not atomic); errors as :meth:`execute`."""
         self._check_open()
         try:
             return await self._send_batch(commands)
+        except ClientClosed:
+            raise_unchained(self._closed_error())  # nothing of the cut request (its headers hold the token)
         except Exception as exc:
             error, cause = self._failure(exc, str(commands[0][0]) if commands else "a pipeline")
-            raise error from cause
+            error.__cause__ = cause
+            raise_unchained(error)
 
     async def evaluate(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         """Run a script by SHA-1, sending its source only when the server does not have it cached."""
@@ -223,15 +262,21 @@ class BaseRestClient(ABC):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StorageClosedError(f"this Upstash storage is closed ({self._where})")
+            raise self._closed_error()
+
+    def _closed_error(self) -> StorageClosedError:
+        """The error of a call made after ``close()`` began, or cut by it (a write it sent ran whole or not at all)."""
+        return StorageClosedError(f"this Upstash storage is closed ({self._where})")
 
     def _failure(self, exc: Exception, what: str) -> tuple[Exception, BaseException | None]:
-        """The workmem error for the driver's ``exc``, and the cause to chain (``None`` if it shows the token)."""
+        """The workmem error for the driver's ``exc``, and the cause to chain (the driver's exception detached)."""
+        if self._closed:  # the call failed because close() ran under it
+            return self._closed_error(), None
         if isinstance(exc, self._upstash_error):
             message = mask_secrets(str(exc), self._token)
             if message.startswith("NOSCRIPT"):
                 return _NoScript(message), None
-            cause = exc if mask_exception(exc, self._token) else None  # a server may echo the token
+            cause = detach(exc, self._token)  # a server may echo the token; httpx keeps it in the request
             reply = message.upper()
             if reply.startswith(_UNAVAILABLE) or "could not reach redis" in message:
                 return BackendUnavailableError(f"Upstash at {self._where}: {message}"), cause
@@ -240,7 +285,7 @@ class BaseRestClient(ABC):
             return BackendRefusedError(f"Upstash at {self._where} refused {what}: {message}"), cause
         # httpx transport errors, a body that is not JSON, ...
         detail = mask_secrets(f"{type(exc).__name__}: {exc}", self._token)
-        cause = exc if mask_exception(exc, self._token) else None
+        cause = detach(exc, self._token)
         return BackendUnavailableError(f"cannot reach Upstash at {self._where}: {detail}"), cause
 
 
@@ -259,7 +304,12 @@ class RestClient(BaseRestClient):
 
     def __init__(self, settings: UpstashSettings) -> None:
         driver = import_driver("upstash_redis", "upstash")
-        super().__init__(settings, driver.Redis(**_driver_options(settings)))
+
+        def transport(http: Any) -> SyncTransport:
+            http.timeout = settings.timeout  # the driver makes its httpx client without one
+            return SyncTransport(http)
+
+        super().__init__(settings, _with_transport(driver.Redis(**_driver_options(settings)), transport))
 
     async def _send(self, command: list[str | int]) -> Any:
         return self._redis.execute(command)
@@ -283,11 +333,21 @@ class RestClient(BaseRestClient):
 
 
 class AsyncRestClient(BaseRestClient):
-    """The ``upstash_redis.asyncio.Redis`` client (httpx's async client underneath)."""
+    """The ``upstash_redis.asyncio.Redis`` client, sending through one ``httpx.AsyncClient`` per event loop.
+
+    Usable from any event loop (:class:`~.transport.LoopTransports`); the driver,
+    its read-your-writes token and the scripts are shared.
+    """
 
     def __init__(self, settings: UpstashSettings) -> None:
         driver = import_driver("upstash_redis.asyncio", "upstash")
-        super().__init__(settings, driver.Redis(**_driver_options(settings)))
+        httpx = import_driver("httpx", "upstash")
+
+        def transport(http: Any) -> LoopTransports:
+            http.timeout = settings.timeout  # the driver makes its httpx client without one
+            return LoopTransports(http, httpx_clients(httpx, settings.timeout))
+
+        super().__init__(settings, _with_transport(driver.Redis(**_driver_options(settings)), transport))
 
     async def _send(self, command: list[str | int]) -> Any:
         return await self._redis.execute(command)

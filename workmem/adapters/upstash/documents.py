@@ -32,6 +32,7 @@ __all__ = [
     "encode_thread",
     "epoch_ms",
     "parse_document",
+    "raw_owner",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -139,6 +140,19 @@ def decode_thread(text: str, key: str, thread_id: str | None = None) -> tuple[Th
     except _UNREADABLE as exc:
         raise UnreadableRecordError("thread", thread_id or key, str(exc)) from None
     return thread, raw
+
+
+def raw_owner(text: str) -> tuple[str | None, dict[str, Any] | None]:
+    """The ``resourceId`` of a thread document that may not be readable as a thread, and the document, as far
+    as each can be read (``None`` where not: the text is no JSON object, or its owner is no string)."""
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, None
+    if not isinstance(raw, dict):
+        return None, None
+    owner = raw.get("resourceId")
+    return (owner if isinstance(owner, str) else None), raw
 
 
 def encode_thread(thread: Thread, raw: dict[str, Any] | None = None) -> str:

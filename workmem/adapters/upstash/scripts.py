@@ -1,8 +1,9 @@
 """The Lua scripts the Upstash adapter runs (no I/O).
 
-None of them parses or builds JSON: Lua's cjson cannot tell ``[]`` from ``{}``
-and prints numbers with 14 significant digits, so JSON is only ever read and
-written by Python and the scripts move opaque document text. Each write is a
+None of them builds JSON: Lua's cjson cannot tell ``[]`` from ``{}`` and prints
+numbers with 14 significant digits, so JSON is only ever written by Python and
+the writing scripts move opaque document text. Only :data:`OWNED_THREADS`, which
+writes nothing, decodes documents (to compare their ``resourceId``). Each write is a
 compare-and-set: the script replaces the document (and maintains the thread
 indexes) only if the stored text is still what Python read, and otherwise
 returns the current text so Python can recompute and try again. A script also
@@ -23,6 +24,7 @@ __all__ = [
     "INDEX_IF_UNCHANGED",
     "INSERT_ABSENT",
     "LIST_PAGE",
+    "OWNED_THREADS",
     "PUT",
     "SCRIPTS",
     "UNINDEX_IF_UNCHANGED",
@@ -263,6 +265,43 @@ return done
 """,
 )
 
+OWNED_THREADS = Script(
+    "owned_threads",
+    """
+-- KEYS: thread documents (one SCAN batch); ARGV[1] a resource id; ARGV[2] '' or the id as a JSON string
+-- without escapes ("id"); ARGV[3..] the escapes that could spell the id otherwise ('\\u', and '\\/' for an
+-- id with a '/'). Reads only. Returns {key1, text1, key2, text2, ...}: each document whose "resourceId" is
+-- ARGV[1], and each that cjson cannot decode (Python decides); missing keys and keys that are not strings
+-- are left out. A document holding neither ARGV[2] nor any of ARGV[3..] cannot hold the id as any string
+-- value, so it is left out without being decoded. cjson only reads here; a server without it returns every
+-- document that may hold the id.
+local has_cjson, json = pcall(function() return cjson end)
+local function may_hold_id(value)
+  if ARGV[2] == '' or string.find(value, ARGV[2], 1, true) then return true end
+  for i = 3, #ARGV do
+    if string.find(value, ARGV[i], 1, true) then return true end
+  end
+  return false
+end
+local out = {}
+for i = 1, #KEYS do
+  local value = redis.pcall('GET', KEYS[i])
+  if type(value) == 'string' and may_hold_id(value) then
+    local keep = true
+    if has_cjson and json then
+      local ok, doc = pcall(json.decode, value)
+      if ok then keep = type(doc) == 'table' and doc.resourceId == ARGV[1] end
+    end
+    if keep then
+      out[#out + 1] = KEYS[i]
+      out[#out + 1] = value
+    end
+  end
+end
+return out
+""",
+)
+
 SCRIPTS: tuple[Script, ...] = (
     CAS_SET,
     CAS_DELETE,
@@ -273,5 +312,6 @@ SCRIPTS: tuple[Script, ...] = (
     INSERT_ABSENT,
     ADD_IDS,
     ID_PAGE,
+    OWNED_THREADS,
 )
 """Every script the adapter runs (cached on the server when a storage opens)."""

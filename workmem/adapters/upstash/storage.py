@@ -10,7 +10,7 @@ on the blocking ``upstash_redis`` client, :class:`AsyncUpstashStorage` on its
 
 from __future__ import annotations
 
-import json
+import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,8 +33,9 @@ from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, Thread
 from workmem.storage import MemoryStorage
 
 from .connection import AsyncRestClient, BaseRestClient, RestClient, UpstashSettings, ready
-from .documents import decode_resource, decode_thread, encode_resource, encode_thread, epoch_ms
+from .documents import decode_resource, decode_thread, encode_resource, encode_thread, epoch_ms, raw_owner
 from .keys import KeySpace, glob_escape
+from .listing import owner_filter, scanned_page
 from .scripts import (
     ADD_IDS,
     CAS_DELETE,
@@ -43,6 +44,7 @@ from .scripts import (
     INDEX_IF_UNCHANGED,
     INSERT_ABSENT,
     LIST_PAGE,
+    OWNED_THREADS,
     PUT,
     UNINDEX_IF_UNCHANGED,
 )
@@ -50,9 +52,14 @@ from .scripts import (
 __all__ = ["AsyncUpstashStorage", "ReindexResult", "UpstashHooks", "UpstashStorage"]
 
 T = TypeVar("T")
+_log = logging.getLogger("workmem.adapters.upstash")
 _MAX_ATTEMPTS = 1000
 _BATCH = 200
 _SCAN_COUNT = 1000
+_LIST_SCAN_COUNT = 10_000
+"""``SCAN ... COUNT`` of a ``listing="scan"`` list (each round trip walks this many slots of the keyspace)."""
+_OWNED_KEYS = 1000
+"""Thread documents read by one :data:`OWNED_THREADS` script (bounds its run time and request size)."""
 _SCRIPT_BYTES = 512 * 1024
 """About how much text one bulk-insert script carries (a batch closes before it would exceed this)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -111,6 +118,7 @@ class UpstashHooks(StorageHooks):
         self._settings = settings
         self.keys = KeySpace(settings.prefix)
         self._client = client
+        self._foreign_seen = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._settings.rest_url!r}, prefix={self._settings.prefix!r})"
@@ -175,12 +183,15 @@ class UpstashHooks(StorageHooks):
         working_memory: str | Unset | None,
         metadata: dict[str, Any] | Unset | None,
         now: datetime,
+        *,
+        max_chars: int | None = None,
     ) -> Resource:
         key = self.keys.resource(resource_id)
 
         def plan(current: str | None) -> _Write[Resource]:
+            # The size limit is decided on the document read: the script writes only while it is still that one.
             old, raw = (None, None) if current is None else decode_resource(current, key, resource_id)
-            new = updated_resource(old, resource_id, working_memory, metadata, now)
+            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
             return _Write(encode_resource(new, raw), new)
 
         return await self._cas(key, resource_id, plan)
@@ -219,6 +230,7 @@ class UpstashHooks(StorageHooks):
         now: datetime,
         *,
         owner: str | None,
+        max_chars: int | None = None,
     ) -> Thread:
         key = self.keys.thread(thread_id)
 
@@ -226,7 +238,7 @@ class UpstashHooks(StorageHooks):
             if current is None:
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
-            new = updated_thread(old, title, metadata, now, owner)
+            new = updated_thread(old, title, metadata, now, owner, max_chars)
             return _Write(encode_thread(new, raw), new, new)
 
         return await self._cas(key, thread_id, plan)
@@ -244,6 +256,8 @@ class UpstashHooks(StorageHooks):
         return await self._cas(key, thread_id, plan)
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        if self._settings.listing == "scan":
+            return scanned_page(query, await self._owned_documents(query.resource_id), self.keys.thread)
         # Redis takes ranks as signed 64-bit integers: a page past 2**62 is past every index, and empty.
         stop = -1 if query.per_page is None else min(query.offset + query.per_page - 1, _MAX_RANK)
         reply = await self._client.evaluate(
@@ -255,16 +269,62 @@ class UpstashHooks(StorageHooks):
         def read(entry: tuple[str, str]) -> Thread | None:
             thread_id, text = entry
             if not text:
-                return None  # deleted by a writer that keeps no index; reindex() removes the entry
+                self._foreign_write(thread_id, "deleted")  # reindex() removes the entry
+                return None
             thread = decode_thread(text, self.keys.thread(thread_id), thread_id)[0]
-            return thread if thread.resource_id == query.resource_id else None
+            if thread.resource_id != query.resource_id:
+                self._foreign_write(thread_id, f"moved to another resource ({thread.resource_id!r})")
+                return None
+            return thread
 
         entries = [(reply[index], reply[index + 1]) for index in range(1, len(reply), 2)]
         return query.read_page(entries, read, int(reply[0]))
 
+    def _foreign_write(self, thread_id: str, what: str) -> None:
+        """Log, once per storage, that an index entry shows a write workmem did not make (a list may miss threads)."""
+        if not self._foreign_seen:
+            self._foreign_seen = True
+            _log.warning(
+                "list_threads: thread %r was %s by a program that keeps no workmem index (the TypeScript "
+                "@mastra/upstash adapter?): with listing='index' a list misses the threads such a program creates "
+                "or moves in, and counts the ones it deleted or moved out, until reindex() runs. Where another "
+                "program writes threads, connect with listing='scan'",
+                thread_id,
+                what,
+            )
+
+    async def _owned_documents(self, resource_id: str) -> dict[str, str]:
+        """Thread id -> document text of every thread document that may be ``resource_id``'s (``listing="scan"``).
+
+        One ``SCAN`` of the thread keys (:data:`_LIST_SCAN_COUNT` slots a round trip, as ``@mastra/upstash``
+        scans); every :data:`_OWNED_KEYS` keys found, one :data:`OWNED_THREADS` script reads their documents and
+        keeps the resource's, so only those travel. Not a snapshot: a thread created, moved or deleted while
+        the scan runs may be seen either way.
+        """
+        start = self.keys.thread_key_start
+        found: dict[str, str] = {}
+        pending: list[str] = []
+        cursor: int | str = 0
+        while True:
+            cursor, batch = await self._client.execute(
+                "SCAN", cursor, "MATCH", self.keys.thread_pattern(), "COUNT", _LIST_SCAN_COUNT
+            )
+            pending += (key for key in batch if key.startswith(start))
+            done = int(cursor) == 0
+            while pending and (done or len(pending) >= _OWNED_KEYS):
+                keys, pending = pending[:_OWNED_KEYS], pending[_OWNED_KEYS:]
+                reply = await self._client.evaluate(OWNED_THREADS, keys, owner_filter(resource_id))
+                found.update((reply[i][len(start) :], reply[i + 1]) for i in range(0, len(reply), 2))
+            if done:
+                return found
+
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> dict[str, Any]:
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        # Merged and measured in Python on the document read (Lua's cjson writes other JSON text); the
+        # compare-and-set script stores the result only while the document is still that one.
         if target.scope == "resource":
             assert target.resource_id is not None
             owner = target.resource_id
@@ -272,7 +332,7 @@ class UpstashHooks(StorageHooks):
 
             def plan_resource(current: str | None) -> _Write[dict[str, Any]]:
                 old, raw = (None, None) if current is None else decode_resource(current, key, owner)
-                merged, text = merge_document(old.working_memory if old else None, patch)
+                merged, text = merge_document(old.working_memory if old else None, patch, max_chars)
                 new = updated_resource(old, owner, text, UNSET, now)
                 return _Write(encode_resource(new, raw), merged)
 
@@ -287,7 +347,7 @@ class UpstashHooks(StorageHooks):
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
             check_owner(old, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), patch)
+            merged, text = merge_document(thread_working_memory_to_merge(old.metadata), patch, max_chars)
             new = with_thread_memory(old, text, now)
             return _Write(encode_thread(new, raw), merged, new)
 
@@ -494,14 +554,7 @@ def _stored_owner(text: str, key: str, thread_id: str) -> tuple[str | None, dict
     try:
         old, raw = decode_thread(text, key, thread_id)
     except UnreadableRecordError:
-        try:
-            raw = json.loads(text)
-        except (ValueError, RecursionError):
-            return None, None
-        if not isinstance(raw, dict):
-            return None, None
-        owner = raw.get("resourceId")
-        return (owner if isinstance(owner, str) else None), raw
+        return raw_owner(text)
     return old.resource_id, raw
 
 
@@ -510,12 +563,9 @@ def _deletable(text: str, key: str, thread_id: str) -> Thread:
     try:
         return decode_thread(text, key, thread_id)[0]
     except UnreadableRecordError:
-        try:
-            owner = json.loads(text).get("resourceId")
-        except (ValueError, RecursionError, AttributeError):
-            owner = None
+        owner = raw_owner(text)[0]
         # No readable owner: only the document goes; list_threads skips the stale entry, reindex() removes it.
-        return trusted_thread(thread_id, owner if isinstance(owner, str) else "", "", None, _EPOCH, _EPOCH)
+        return trusted_thread(thread_id, owner or "", "", None, _EPOCH, _EPOCH)
 
 
 class UpstashStorage(UpstashHooks, MemoryStorage):
