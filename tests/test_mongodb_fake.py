@@ -71,6 +71,26 @@ def test_fake_mongomock_contract_smoke(fake_client: mongomock.MongoClient, stora
     assert [(c.name, c.reason) for c in report.checks if c.status != "passed"] == []
 
 
+def test_fake_mongomock_a_delete_naming_the_owner_of_a_thread_created_meanwhile_returns_false(
+    storage: MongoStorage, open_storage: Callable[[], MongoStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conditioned delete matched nothing; a thread created under that very owner before the adapter's
+    follow-up read must not make it raise ThreadOwnershipError (it saw no thread at all)."""
+    from workmem import Thread
+
+    other = open_storage()
+    threads = storage._db.threads
+    real = threads.delete_one
+
+    async def delete_then_create(filter: dict[str, object]) -> int:
+        deleted = await real(filter)
+        other.create_thread(Thread("t", "b", "created meanwhile"))
+        return deleted
+
+    monkeypatch.setattr(threads, "delete_one", delete_then_create)
+    assert storage.delete_thread("t", resource_id="b") is False
+
+
 def test_fake_mongomock_max_chars_paths(fake_client: mongomock.MongoClient, storage: MongoStorage) -> None:
     """FAKE: the adapter's max_chars paths (merge, replace, update_resource/update_thread) through the suite's
     fixed examples, against mongomock (code paths, not conformance: no race is meaningful here)."""

@@ -20,6 +20,7 @@ import os
 import random
 import re
 import threading
+import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -39,7 +40,16 @@ from workmem.conformance.processes import spawn
 from workmem.flows import run_sync
 from workmem.limits import check_limit, document_size, text_size
 from workmem.merge_patch import parse_json_object
-from workmem.records import WORKING_MEMORY_KEY, Direction, OrderBy, RecordPage, Unset, trusted_resource, trusted_thread
+from workmem.records import (
+    WORKING_MEMORY_KEY,
+    Direction,
+    OrderBy,
+    RecordPage,
+    Unset,
+    private_copy,
+    trusted_resource,
+    trusted_thread,
+)
 from workmem.storage import (
     ListQuery,
     ScopeTarget,
@@ -53,6 +63,7 @@ from workmem.timestamps import utc_now
 from workmem.validation import dump_json, validate_id, validate_json_object
 
 F = TypeVar("F", bound=Callable[..., Coroutine[Any, Any, Any]])
+R = TypeVar("R", Resource, Thread)
 Metadata = dict[str, Any] | Unset | None
 """What the update hooks receive as metadata."""
 
@@ -638,6 +649,247 @@ MUTANTS_MAX_CHARS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
 """The size limit: decided in the atomic step, on the measure every backend shares."""
 
 
+# -- issue 29: histories checked for linearizability, every owner-naming write raced, no aliasing -----------
+
+
+class StaleReadCache(ReferenceHooks):
+    """Each connection caches the records it read for 50 ms: another connection's write is not seen meanwhile
+    (its own write of a record drops what it cached of that record)."""
+
+    TTL = 0.05
+
+    def _cache(self) -> dict[str, tuple[float, Any]]:
+        cache: dict[str, tuple[float, Any]] = self.__dict__.setdefault("_read_cache", {})
+        return cache
+
+    async def _cached(self, key: str, read: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        hit = self._cache().get(key)
+        if hit is None or hit[0] <= time.monotonic():
+            hit = (time.monotonic() + self.TTL, await read())
+            self._cache()[key] = hit
+        return None if hit[1] is None else private_copy(hit[1])  # stale, but the caller's own
+
+    def _forget(self, key: str) -> None:
+        self._cache().pop(key, None)
+
+    async def _get_resource(self, resource_id: str) -> Resource | None:
+        return await self._cached("r:" + resource_id, lambda: ReferenceHooks._get_resource(self, resource_id))  # type: ignore[no-any-return]
+
+    async def _get_thread(self, thread_id: str) -> Thread | None:
+        return await self._cached("t:" + thread_id, lambda: ReferenceHooks._get_thread(self, thread_id))  # type: ignore[no-any-return]
+
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+    ) -> Resource:
+        self._forget("r:" + resource_id)
+        return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+
+    async def _create_thread(self, thread: Thread) -> Thread:
+        self._forget("t:" + thread.id)
+        return await super()._create_thread(thread)
+
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+        self._forget("t:" + thread.id)
+        return await super()._save_thread(thread, now)
+
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+        max_chars: int | None = None,
+    ) -> Thread:
+        self._forget("t:" + thread_id)
+        return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        self._forget("t:" + thread_id)
+        return await super()._delete_thread(thread_id, owner=owner)
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        self._forget("r:" + str(target.resource_id) if target.scope == "resource" else "t:" + str(target.thread_id))
+        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+
+
+class CountedTotal(ReferenceHooks):
+    """list_threads reports a total kept per owner by a counter that creates and deletes read, then write back."""
+
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = self._store.__dict__.setdefault("thread_counts", {})
+        return counts
+
+    async def _count(self, owner: str, change: int) -> None:
+        seen = self._counts().get(owner, 0)
+        await self._pause(0.001)  # the round trip between the read and the write of the counter
+        self._counts()[owner] = seen + change
+
+    async def _create_thread(self, thread: Thread) -> Thread:
+        created = await super()._create_thread(thread)
+        await self._count(thread.resource_id, 1)
+        return created
+
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+        new = thread.id not in self._store.threads
+        saved = await super()._save_thread(thread, now)
+        if new:
+            await self._count(thread.resource_id, 1)
+        return saved
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        old = self._store.threads.get(thread_id)
+        deleted = await super()._delete_thread(thread_id, owner=owner)
+        if deleted and old is not None:
+            await self._count(old.resource_id, -1)
+        return deleted
+
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        page = await super()._list_threads(query)
+        return query.page_of(list(page.threads), self._counts().get(query.resource_id, 0))
+
+
+class SplitConnectionMerge(ReferenceHooks):
+    """merge reads the stored document on one connection and writes the merged one on another, unconditionally."""
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        reader = type(self)(self.name)  # a second connection to the same store
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            old = await reader._get_resource(target.resource_id)
+            current = None if old is None else old.working_memory
+        else:
+            assert target.thread_id is not None
+            thread = await reader._get_thread(target.thread_id)
+            if thread is None:
+                raise workmem.ThreadNotFoundError(target.thread_id)
+            check_owner(thread, target.resource_id)
+            current = thread_working_memory_to_merge(thread.metadata)
+        await self._pause(0.001)  # the round trip to the other connection
+        merged, text = merge_document(current, patch, max_chars)
+        if target.scope == "resource":
+            assert target.resource_id is not None
+            await self._update_resource(target.resource_id, text, UNSET, now)
+        else:
+            assert target.thread_id is not None
+            await self._update_thread(
+                target.thread_id, UNSET, {WORKING_MEMORY_KEY: text}, now, owner=target.resource_id
+            )
+        return merged
+
+
+class DeleteChecksOwnerFirst(ReferenceHooks):
+    """delete_thread alone checks the owner it names by a read, then deletes by id (update_thread is right)."""
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        if owner is not None:
+            old = await self._get_thread(thread_id)
+            if old is None:
+                return False
+            check_owner(old, owner)
+            await self._pause(0.002)
+        return await super()._delete_thread(thread_id, owner=None)
+
+
+class ThreadMergeChecksOwnerFirst(ReferenceHooks):
+    """A thread-scope merge alone checks the owner it names by a read, then merges by thread id."""
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        if target.scope == "thread" and target.resource_id is not None:
+            assert target.thread_id is not None
+            old = await self._get_thread(target.thread_id)
+            if old is None:
+                raise workmem.ThreadNotFoundError(target.thread_id)
+            check_owner(old, target.resource_id)
+            await self._pause(0.002)
+            target = ScopeTarget("thread", None, target.thread_id)
+        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+
+
+class ParseCacheAliases(ReferenceHooks):
+    """A cache of parsed records hands out the record it holds: a caller's edit to the returned metadata is
+    written back with the next write of that record."""
+
+    def _parsed(self) -> dict[str, tuple[Any, Any]]:
+        parsed: dict[str, tuple[Any, Any]] = self._store.__dict__.setdefault("parsed", {})
+        return parsed
+
+    def _held(self, key: str, stored: R | None) -> R | None:
+        """The parsed record of ``stored``, made once per stored version (under the store's lock)."""
+        if stored is None:
+            return None
+        hit = self._parsed().get(key)
+        if hit is None or hit[0] is not stored:
+            hit = (stored, private_copy(stored))
+            self._parsed()[key] = hit
+        return hit[1]
+
+    async def _get_resource(self, resource_id: str) -> Resource | None:
+        with self._store.lock:
+            return self._held("r:" + resource_id, self._store.resources.get(resource_id))
+
+    async def _get_thread(self, thread_id: str) -> Thread | None:
+        with self._store.lock:
+            return self._held("t:" + thread_id, self._store.threads.get(thread_id))
+
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+    ) -> Resource:
+        with self._store.lock:
+            old = self._held("r:" + resource_id, self._store.resources.get(resource_id))
+            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
+            self._store.resources[resource_id] = new
+            return new
+
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+        max_chars: int | None = None,
+    ) -> Thread:
+        with self._store.lock:
+            old = self._held("t:" + thread_id, self._store.threads.get(thread_id))
+            if old is None:
+                raise workmem.ThreadNotFoundError(thread_id)
+            new = updated_thread(old, title, metadata, now, owner, max_chars)
+            self._store.threads[thread_id] = new
+            return new
+
+
+MUTANTS_ISSUE_29: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
+    (StaleReadCache, {"linearizable"}, {"linearizable"}),
+    (CountedTotal, {"linearizable"}, {"linearizable"}),
+    (SplitConnectionMerge, {"linearizable"}, {"linearizable"}),
+    (DeleteChecksOwnerFirst, {"owner_race", "linearizable"}, {"owner_race", "linearizable"}),
+    (ThreadMergeChecksOwnerFirst, {"owner_race", "linearizable"}, {"owner_race", "linearizable"}),
+    (ParseCacheAliases, {"no_aliasing", "linearizable"}, {"no_aliasing", "linearizable"}),
+]
+"""Issue 29's mutants: each caught by the linearizability check, and by the targeted check of its rule."""
+
+
 MUTANTS_OWNER_WRITES: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     (CheckThenWrite, {"owner_race"}, {"owner_race"}),
     (OwnerIgnored, {"owner_immutable"}, {"owner_immutable"}),
@@ -705,6 +957,7 @@ MUTANTS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     *MUTANTS_ISSUE_17,
     *MUTANTS_OWNER_WRITES,
     *MUTANTS_MAX_CHARS,
+    *MUTANTS_ISSUE_29,
 ]
 
 
@@ -1410,6 +1663,65 @@ def test_edge_mutant_is_caught(mutant: type[ReferenceHooks], must_fail: str, api
     (result,) = report.checks
     assert result.status == "failed", f"{mutant.__name__} ({api}) was not caught by {must_fail}"
     assert result.reason and "Flaky" not in result.reason, result.reason
+
+
+# -- issue 29, section 4: failures name the rule that broke ------------------------------------------------
+
+
+def _whole_seconds(record: R | None) -> R | None:
+    if record is None:
+        return None
+    return dataclasses.replace(
+        record, created_at=record.created_at.replace(microsecond=0), updated_at=record.updated_at.replace(microsecond=0)
+    )
+
+
+class SecondsOnRead(ReferenceHooks):
+    """Stored timestamps are read back without their milliseconds (a parser that drops the fraction)."""
+
+    async def _get_resource(self, resource_id: str) -> Resource | None:
+        return _whole_seconds(await super()._get_resource(resource_id))
+
+    async def _get_thread(self, thread_id: str) -> Thread | None:
+        return _whole_seconds(await super()._get_thread(thread_id))
+
+
+class PagesOneTooLong(ReferenceHooks):
+    """A page holds one thread more than per_page (a LIMIT of per_page + 1, meant to tell has_more)."""
+
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        owned = _owned_by(self, lambda owner: owner == query.resource_id)
+        owned.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
+        end = None if query.per_page is None else query.offset + query.per_page + 1
+        return query.page_of(owned[query.offset : end], len(owned))
+
+
+def test_a_timestamp_precision_bug_is_named_by_owner_immutable() -> None:
+    (result,) = _mutant_report(SecondsOnRead, frozenset(["owner_immutable"]), "sync").checks
+    assert result.status == "failed" and result.reason is not None
+    first = result.reason.splitlines()[0]
+    assert first != "AssertionError:" and "timestamps" in first and "milliseconds" in first, result.reason
+
+
+def test_a_page_size_bug_is_not_called_a_confusion_of_look_alike_ids() -> None:
+    (result,) = _mutant_report(PagesOneTooLong, frozenset(["list_lookalike_ids"]), "sync").checks
+    assert result.status == "failed" and result.reason is not None
+    assert "confused look-alike ids" not in result.reason and "wrong size" in result.reason, result.reason
+
+
+def test_a_stateful_failure_shows_the_calls_on_the_ids_it_names() -> None:
+    """Without time to shrink, Hypothesis prints every step; the report keeps the calls that touch the ids the
+    failure names (and connection switches, and the last call), each dropped run counted in one line."""
+    (result,) = _mutant_report(CreatedAtReset, frozenset(["stateful"]), "sync").checks
+    assert result.status == "failed" and result.reason is not None
+    lines = result.reason.splitlines()
+    prefix = re.search(r"ids are prefixed with '([^']+)'", result.reason)
+    assert prefix is not None, result.reason
+    named = set(re.findall(re.escape(prefix.group(1)) + r"[^'\s,)]+", lines[0]))
+    calls = [line for line in lines if " -> " in line]
+    assert named and calls and not [line for line in lines if line.startswith("state.")], result.reason
+    assert all(any(n in line for n in named) for line in calls[:-1]), result.reason
+    assert any(line.endswith("on other ids, not shown") for line in lines), result.reason
 
 
 # Both faces of every mutant exist from the import on: a worker process imports this module to find one by name.

@@ -133,7 +133,9 @@ class StorageHooks(ABC):
     the async driver. What must be atomic is atomic in the database, as each
     hook says. Hooks may assume their arguments are valid: ids are checked
     strings, metadata and patches are validated JSON objects, ``now`` is the
-    normalized time of the call.
+    normalized time of the call. A record a hook returns goes to the caller as
+    it is, and a record a hook is given is the caller's: a hook shares no dict
+    with what the adapter keeps (see :func:`workmem.records.private_copy`).
     """
 
     capabilities: ClassVar[Capabilities]

@@ -27,6 +27,7 @@ __all__ = [
     "Thread",
     "ThreadPage",
     "Unset",
+    "private_copy",
     "trusted_resource",
     "trusted_thread",
     "validate_thread_metadata",
@@ -179,6 +180,38 @@ def trusted_thread(
     return record
 
 
+def _own_json(value: Any) -> Any:
+    """A deep copy of a JSON value: every dict and list rebuilt, the immutable leaves shared."""
+    if isinstance(value, dict):
+        return {key: _own_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_own_json(item) for item in value]
+    return value
+
+
+RecordT = TypeVar("RecordT", Resource, Thread)
+
+
+def private_copy(record: RecordT) -> RecordT:
+    """``record`` with metadata of its own (a deep copy): nothing done to one reaches the other.
+
+    The contract's rule for returned records: what a storage returns is the
+    caller's private copy, and what a caller passed in is not kept by reference.
+    A storage that keeps records as Python objects (the in-memory reference, a
+    cache of parsed rows) copies on the way in and on the way out with this; one
+    that parses every row it reads, and serializes every record it writes, already does.
+    """
+    if record.metadata is None:
+        return record  # nothing mutable in it: the record is frozen and its other fields are immutable
+    if isinstance(record, Resource):
+        return trusted_resource(
+            record.id, record.working_memory, _own_json(record.metadata), record.created_at, record.updated_at
+        )
+    return trusted_thread(
+        record.id, record.resource_id, record.title, _own_json(record.metadata), record.created_at, record.updated_at
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadPage:
     """One page of a resource's threads."""
@@ -196,9 +229,6 @@ class ThreadPage:
     unreadable: tuple[str, ...] = ()
     """Ids of threads on this page that could not be read (written by another program; see
     :class:`~workmem.errors.UnreadableRecordError`): left out of ``threads``, counted in ``total``."""
-
-
-RecordT = TypeVar("RecordT", Resource, Thread)
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,16 @@ class MemoryStorage(StorageHooks):
     ``ValidationError``, ``WorkingMemoryFormatError``, ``ThreadOwnershipError``
     or ``ThreadExistsError``).
 
+    Records returned are the caller's own: a :class:`~workmem.records.Resource`
+    or :class:`~workmem.records.Thread` a method returns (in a page too), and the
+    document :meth:`merge_working_memory` returns, are private copies that the
+    caller may change freely (their metadata is a plain ``dict``, nested values
+    included); nothing done to them reaches storage or what any other call
+    returns. Nor does anything done, after the call, to a record, metadata
+    mapping or patch passed in: the storage keeps no reference to it. (An adapter
+    that keeps Python objects copies them on the way in and out with
+    :func:`workmem.records.private_copy`.)
+
     JSON numbers keep their kind: an ``int`` written (in metadata or a merged
     document) reads back as an ``int`` on every backend, never as ``1.0``; a
     ``float`` reads back as an equal number, and one with an integral value

@@ -3,6 +3,8 @@
 Thread-safe and atomic within one process (one lock per store); nothing is
 persisted. Every connection to ``memory://NAME`` in a process sees the same
 store, so the conformance suite's multi-connection checks mean the same here.
+The store keeps records of its own: each comes in and goes out as a
+:func:`~workmem.records.private_copy`, as the contract asks of returned records.
 The hooks do no I/O, so one class body serves both APIs:
 :class:`InMemoryStorage` (sync) and :class:`AsyncInMemoryStorage`.
 """
@@ -28,7 +30,7 @@ from workmem.changes import (
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
 from workmem.errors import ThreadExistsError, ThreadNotFoundError, ValidationError
 from workmem.flows import Capabilities, StorageHooks
-from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset, private_copy
 from workmem.storage import MemoryStorage
 
 __all__ = ["AsyncInMemoryStorage", "InMemoryStorage", "ReferenceHooks"]
@@ -91,7 +93,7 @@ def _page(records: _Records[R], after: str | None, limit: int) -> RecordPage[R]:
     start = 0 if after is None else bisect.bisect_right(ids, after)
     chosen = ids[start : start + limit]
     next_after = chosen[-1] if len(chosen) == limit else None
-    return RecordPage(tuple(records[i] for i in chosen), (), next_after)
+    return RecordPage(tuple(private_copy(records[i]) for i in chosen), (), next_after)
 
 
 _named: dict[str, _Store] = {}
@@ -126,11 +128,12 @@ class ReferenceHooks(StorageHooks):
 
     async def _get_resource(self, resource_id: str) -> Resource | None:
         with self._store.lock:
-            return self._store.resources.get(resource_id)
+            resource = self._store.resources.get(resource_id)
+        return None if resource is None else private_copy(resource)
 
     async def _save_resource(self, resource: Resource) -> Resource:
         with self._store.lock:
-            self._store.resources[resource.id] = resource
+            self._store.resources[resource.id] = private_copy(resource)
         return resource
 
     async def _update_resource(
@@ -147,26 +150,27 @@ class ReferenceHooks(StorageHooks):
                 self._store.resources.get(resource_id), resource_id, working_memory, metadata, now, max_chars
             )
             self._store.resources[resource_id] = new
-            return new
+        return private_copy(new)
 
     # -- threads -------------------------------------------------------------------
 
     async def _get_thread(self, thread_id: str) -> Thread | None:
         with self._store.lock:
-            return self._store.threads.get(thread_id)
+            thread = self._store.threads.get(thread_id)
+        return None if thread is None else private_copy(thread)
 
     async def _create_thread(self, thread: Thread) -> Thread:
         with self._store.lock:
             if thread.id in self._store.threads:
                 raise ThreadExistsError(thread.id)
-            self._store.threads[thread.id] = thread
+            self._store.threads[thread.id] = private_copy(thread)
         return thread
 
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         with self._store.lock:
-            new = replaced_thread(self._store.threads.get(thread.id), thread, now)
+            new = replaced_thread(self._store.threads.get(thread.id), private_copy(thread), now)
             self._store.threads[thread.id] = new
-            return new
+        return private_copy(new)
 
     async def _update_thread(
         self,
@@ -181,7 +185,7 @@ class ReferenceHooks(StorageHooks):
         with self._store.lock:
             new = updated_thread(self._locked_thread(thread_id), title, metadata, now, owner, max_chars)
             self._store.threads[thread_id] = new
-            return new
+        return private_copy(new)
 
     def _locked_thread(self, thread_id: str) -> Thread:
         thread = self._store.threads.get(thread_id)
@@ -203,7 +207,7 @@ class ReferenceHooks(StorageHooks):
             owned = [t for t in self._store.threads.values() if t.resource_id == query.resource_id]
         owned.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
         end = None if query.per_page is None else query.offset + query.per_page
-        return query.page_of(owned[query.offset : end], len(owned))
+        return query.page_of([private_copy(t) for t in owned[query.offset : end]], len(owned))
 
     # -- every record ----------------------------------------------------------------
 
@@ -218,13 +222,13 @@ class ReferenceHooks(StorageHooks):
     async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
         with self._store.lock:
             present = frozenset(r.id for r in resources if r.id in self._store.resources)
-            self._store.resources.update((r.id, r) for r in resources if r.id not in present)
+            self._store.resources.update((r.id, private_copy(r)) for r in resources if r.id not in present)
         return present
 
     async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
         with self._store.lock:
             present = frozenset(t.id for t in threads if t.id in self._store.threads)
-            self._store.threads.update((t.id, t) for t in threads if t.id not in present)
+            self._store.threads.update((t.id, private_copy(t)) for t in threads if t.id not in present)
         return present
 
     async def _replace_thread(self, thread: Thread) -> bool:
@@ -232,7 +236,7 @@ class ReferenceHooks(StorageHooks):
             stored = self._store.threads.get(thread.id)
             if stored is None or stored.resource_id != thread.resource_id:
                 return False
-            self._store.threads[thread.id] = thread
+            self._store.threads[thread.id] = private_copy(thread)
         return True
 
     # -- working memory ------------------------------------------------------------

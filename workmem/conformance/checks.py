@@ -33,6 +33,8 @@ CHECK_MODULES = (
     "workmem.conformance.concurrency",
     "workmem.conformance.creation",
     "workmem.conformance.processes",
+    "workmem.conformance.linearizable",
+    "workmem.conformance.aliasing",
     "workmem.conformance.edges",
     "workmem.conformance.bulk",
 )

@@ -6,12 +6,14 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryTooLargeError
+from workmem.errors import MissingDriverError, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryTooLargeError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
 
+from .apis import AsyncStorageView
 from .checks import CheckContext, check
 
 __all__ = ["LIMIT", "MERGE_WORKERS", "OWNER_WORKERS", "race"]
@@ -50,7 +52,8 @@ def _create(p: str) -> Callable[[int, MemoryStorage], Thread]:
 @check(
     "owner_race",
     "racing creates of one thread id with different owners: one wins, the rest get ThreadOwnershipError; "
-    "a write naming a thread's former owner never lands on the thread re-created under another",
+    "no write naming a thread's former owner (update_thread, delete_thread, set and merge in thread scope, "
+    "and Memory's) lands on the thread re-created under another",
 )
 def owner_race(ctx: CheckContext) -> None:
     conns = [ctx.open() for _ in range(OWNER_WORKERS)]
@@ -70,45 +73,159 @@ def owner_race(ctx: CheckContext) -> None:
     _former_owner_race(ctx)
 
 
+@dataclass(frozen=True, slots=True)
+class _OwnerWrite:
+    """One public write naming the owner ``a``, raced against the thread's re-creation under ``b``."""
+
+    name: str
+    write: Callable[[], object]
+    left: Callable[[Thread], bool]
+    """Whether ``b``'s thread shows this write (a delete's shows as the thread gone: ``False`` here)."""
+
+
+def _memory_of(thread: Thread) -> str | None:
+    value = (thread.metadata or {}).get("workingMemory")
+    return value if isinstance(value, str) else None
+
+
+def _agent(conn: MemoryStorage, **settings: Any) -> Callable[..., Any]:
+    """``call(method, *args, **kwargs)`` on a thread-scope ``Memory`` over ``conn`` (on the async API an
+    ``AsyncMemory`` over the async storage behind it, awaited on the suite's loop)."""
+    from workmem.agent import AsyncMemory, Memory
+
+    if isinstance(conn, AsyncStorageView):
+        memory = AsyncMemory(conn.storage, scope="thread", **settings)
+        return lambda method, *args, **kwargs: conn.loop.run(getattr(memory, method)(*args, **kwargs))
+    sync = Memory(conn, scope="thread", **settings)
+    return lambda method, *args, **kwargs: getattr(sync, method)(*args, **kwargs)
+
+
+def _owner_writes(ctx: CheckContext, tid: str, a: str) -> list[_OwnerWrite]:
+    """Every public write that names a thread's owner, each leaving its own mark on the thread.
+
+    Every text written is a JSON object, so that the merges racing with them merge (and write) too."""
+    conn = ctx.open()
+    agent = _agent(ctx.open())
+    writes = [
+        _OwnerWrite(
+            "update_thread",
+            lambda: conn.update_thread(tid, title="renamed by a", resource_id=a),
+            lambda t: t.title == "renamed by a",
+        ),
+        _OwnerWrite(
+            "set_working_memory (thread scope)",
+            lambda: conn.set_working_memory('{"set by a": 1}', scope="thread", thread_id=tid, resource_id=a),
+            lambda t: "set by a" in (_memory_of(t) or ""),
+        ),
+        _OwnerWrite(
+            "merge_working_memory (thread scope)",
+            lambda: conn.merge_working_memory({"merged by a": 1}, scope="thread", thread_id=tid, resource_id=a),
+            lambda t: "merged by a" in (_memory_of(t) or ""),
+        ),
+        _OwnerWrite("delete_thread", lambda: conn.delete_thread(tid, resource_id=a), lambda t: False),
+        _OwnerWrite("Memory.delete_thread", lambda: agent("delete_thread", tid, resource_id=a), lambda t: False),
+        _OwnerWrite(
+            "Memory.update_thread",
+            lambda: agent("update_thread", tid, title="renamed by a's Memory", resource_id=a),
+            lambda t: t.title == "renamed by a's Memory",
+        ),
+        _OwnerWrite(
+            "Memory.update_working_memory",
+            lambda: agent("update_working_memory", '{"set by a\'s Memory": 1}', thread_id=tid, resource_id=a),
+            lambda t: "set by a's Memory" in (_memory_of(t) or ""),
+        ),
+        _OwnerWrite(
+            "Memory.call_tool",
+            lambda: agent("call_tool", {"memory": '{"told by a\'s Memory": 1}'}, thread_id=tid, resource_id=a),
+            lambda t: "told by a's Memory" in (_memory_of(t) or ""),
+        ),
+    ]
+    try:
+        schema_agent = _agent(ctx.open(), schema={"type": "object"})
+    except MissingDriverError:  # schema mode needs workmem[schema]; its merge is the storage's, raced above
+        pass
+    else:
+        writes.append(
+            _OwnerWrite(
+                "Memory.merge_working_memory",
+                lambda: schema_agent("merge_working_memory", {"merged by a's Memory": 1}, thread_id=tid, resource_id=a),
+                lambda t: "merged by a's Memory" in (_memory_of(t) or ""),
+            )
+        )
+    return writes
+
+
+WRITERS_PER_WRITE = 2
+"""Threads making one kind of write naming the owner at a time, each once per move."""
+
+
 def _former_owner_race(ctx: CheckContext) -> None:
-    """One connection keeps renaming a thread as resource ``a``; another deletes it and re-creates the id
-    under ``b``, again and again. ``b``'s thread must never get ``a``'s title: the owner named by a write
-    is checked by the write itself (a read before the write leaves the gap this race falls into)."""
+    """For each public write that names a thread's owner in turn: a mover creates a thread under ``a``, then
+    deletes it and re-creates the id under ``b``, ``race_rounds`` times; as each ``a`` thread appears,
+    :data:`WRITERS_PER_WRITE` threads make the write naming ``a``, so that it is in flight while the thread
+    moves. ``b``'s thread must never show it: the owner a write names is checked by the write itself (a read
+    before the write leaves the gap this race falls into). One write per thread and move keeps the thread's
+    key from going hot (a compare-and-set adapter would starve the mover's delete)."""
     p = ctx.prefix()
     tid, a, b = p + "t-moved", p + "a", p + "b"
-    writer, mover = ctx.open(), ctx.open()
-    stop = threading.Event()
+    mover = ctx.open()
+    for write in _owner_writes(ctx, tid, a):
+        stolen = _race_one_write(ctx, mover, write, tid, a, b)
+        assert stolen is None, (
+            f"{write.name} naming the former owner a landed on the thread re-created under b: {stolen}"
+            f" (a = {a!r}, b = {b!r}). The owner a write names must be checked by the write itself (WHERE id = ..."
+            " AND resourceId = ..., a row lock, a compare-and-set, a script), never by a read before it"
+        )
+
+
+def _race_one_write(
+    ctx: CheckContext, mover: MemoryStorage, write: _OwnerWrite, tid: str, a: str, b: str
+) -> str | None:
+    """How ``b``'s thread showed ``write``, if it did in ``race_rounds`` moves; an unexpected error raises."""
+    stop, created = threading.Event(), threading.Event()
+    moves = [0]
     failures: list[BaseException] = []
 
-    def rename() -> None:
+    def write_once_per_move() -> None:
+        done = 0
         while not stop.is_set():
+            if not created.wait(0.05) or moves[0] == done:
+                time.sleep(0.0002)
+                continue
+            done = moves[0]
             try:
-                writer.update_thread(tid, title="renamed by a", resource_id=a)
+                write.write()
             except (ThreadNotFoundError, ThreadOwnershipError):
                 pass
             except BaseException as exc:
                 failures.append(exc)
                 return
 
-    renamer = threading.Thread(target=rename, daemon=True)
-    renamer.start()
-    stolen: list[Thread | None] = []
+    writers = [threading.Thread(target=write_once_per_move, daemon=True) for _ in range(WRITERS_PER_WRITE)]
+    for writer in writers:
+        writer.start()
     try:
-        for _ in range(ctx.profile.race_rounds * 4):
+        for _ in range(ctx.profile.race_rounds):
+            moves[0] += 1
             mover.create_thread(Thread(tid, a, "a's"))
+            created.set()  # the writers go: each write naming a starts while a's thread is there
             time.sleep(0.001)
             mover.delete_thread(tid)
             mover.create_thread(Thread(tid, b, "b's"))
             time.sleep(0.004)
+            created.clear()
             got = mover.get_thread(tid)
-            if got is None or got.resource_id != b or got.title != "b's":
-                stolen.append(got)
+            if got is None:
+                return "it deleted it"
+            if write.left(got) or got.resource_id != b or got.title != "b's" or got.metadata is not None:
+                return f"the thread became {got!r}"
             mover.delete_thread(tid)
     finally:
         stop.set()
-        renamer.join(timeout=30)
-    assert not failures, f"update_thread(resource_id=...) raised {failures[0]!r}"
-    assert not stolen, f"a rename naming the former owner landed on the re-created thread: {stolen[0]!r}"
+        for writer in writers:
+            writer.join(timeout=30)
+    assert not failures, f"{write.name} naming the thread's owner raised {failures[0]!r}"
+    return None
 
 
 def _address(scope: str, rid: str, tid: str, worker: int) -> dict[str, Any]:

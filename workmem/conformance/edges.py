@@ -105,6 +105,7 @@ def list_lookalike_ids(ctx: CheckContext) -> None:
         for tid in owned[rid]:
             storage.save_thread(Thread(tid, rid, name))
     problems: list[str] = []
+    paging: list[str] = []  # the resource's own threads, counted right, but a page of the wrong size
     for rid, want in owned.items():
         whole = reader.list_threads(rid, per_page=None)
         if sorted(_ids(whole)) != sorted(want) or whole.total != len(want):
@@ -112,10 +113,12 @@ def list_lookalike_ids(ctx: CheckContext) -> None:
         first = reader.list_threads(rid, per_page=1)
         more = len(want) > 1
         if first.total != len(want) or first.has_more is not more or len(first.threads) != 1:
-            problems.append(
+            found = (
                 f"list_threads({rid!r}, per_page=1): {_ids(first)}, total {first.total}, has_more {first.has_more};"
                 f" want 1 of {want}, total {len(want)}, has_more {more}"
             )
+            mixed = not set(_ids(first)) <= set(want) or first.total != len(want)
+            (problems if mixed else paging).append(found)
     mine = owned[p + "ab"][0]
     for other in ("AB", "a_", "a%", "%", "a*", "*", "?b", "a"):
         if reader.get_thread(mine, resource_id=p + other) is not None:
@@ -137,6 +140,11 @@ def list_lookalike_ids(ctx: CheckContext) -> None:
         if reader.get_thread(tid) is not None:
             problems.append(f"get_thread({tid!r}) still finds the thread after delete_thread")
     assert not problems, f"{len(problems)} calls confused look-alike ids:\n" + "\n".join(problems[:20])
+    assert not paging, (
+        f"{len(paging)} pages of one thread (per_page=1) were the wrong size or had the wrong has_more, though"
+        " the ids were not confused (each page held only the resource's own threads, and the total was right):"
+        " the page size or has_more is computed wrongly (see the check pagination):\n" + "\n".join(paging[:20])
+    )
 
 
 # -- lists longer than the default page -----------------------------------------------------

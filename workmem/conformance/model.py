@@ -9,17 +9,23 @@ in the window and :meth:`Model.observe` s it.
 Working memory written by a merge is held as :class:`MergedJson`: adapters may
 serialize the merged object with any key order or spacing, so it is compared
 as JSON, while text written by ``set`` must come back byte for byte.
+
+The linearizability check (:mod:`workmem.conformance.linearizability`) runs
+the same model on copies (:meth:`Model.clone`), compares states by
+:meth:`Model.key`, and asks :meth:`Model.page_explained` whether a page of
+threads fits a state whose stamps may still be windows.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
 from workmem.errors import (
+    ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     ValidationError,
@@ -180,6 +186,18 @@ class Model:
         self.resources: dict[str, MResource] = {}
         self.threads: dict[str, MThread] = {}
 
+    def clone(self) -> Model:
+        """A copy whose changes leave this one as it is (the records are shared: the rules replace, never edit)."""
+        copy = Model()
+        copy.resources = dict(self.resources)
+        copy.threads = dict(self.threads)
+        return copy
+
+    def key(self) -> str:
+        """Equal for equal states (a state with a window is not equal to one with the stamp observed in it)."""
+        state = [sorted((k, _record_key(v)) for k, v in table.items()) for table in (self.resources, self.threads)]
+        return json.dumps(state, sort_keys=True, default=_key_default)
+
     # -- resources -----------------------------------------------------------------
 
     def get_resource(self, resource_id: str) -> MResource | None:
@@ -239,6 +257,12 @@ class Model:
             return None
         return thread
 
+    def create_thread(self, thread: MThread) -> MThread:
+        if thread.id in self.threads:
+            raise ThreadExistsError(thread.id)
+        self.threads[thread.id] = thread
+        return thread
+
     def save_thread(self, thread: MThread, now: Window) -> MThread:
         old = self.threads.get(thread.id)
         if old is None:
@@ -251,11 +275,18 @@ class Model:
         return new
 
     def update_thread(
-        self, thread_id: str, now: Window, title: str | Unset = UNSET, metadata: dict[str, Any] | Unset | None = UNSET
+        self,
+        thread_id: str,
+        now: Window,
+        title: str | Unset = UNSET,
+        metadata: dict[str, Any] | Unset | None = UNSET,
+        resource_id: str | None = None,
     ) -> MThread:
         _need_id(thread_id)
         _need(isinstance(title, Unset) or (_text_ok(title) and len(title.encode("utf-8")) <= 1024), "title")
         _need(metadata is UNSET or metadata is None or (isinstance(metadata, dict) and _json_ok(metadata)), "metadata")
+        if resource_id is not None:
+            self._owned_thread(thread_id, _need_id(resource_id))
         return self._update_thread(thread_id, now, title, metadata)
 
     def _update_thread(
@@ -275,8 +306,11 @@ class Model:
         self.threads[thread_id] = new
         return new
 
-    def delete_thread(self, thread_id: str) -> bool:
+    def delete_thread(self, thread_id: str, resource_id: str | None = None) -> bool:
         _need_id(thread_id)
+        thread = self.threads.get(thread_id)
+        if thread is not None and resource_id is not None and thread.resource_id != _need_id(resource_id):
+            raise ThreadOwnershipError(thread_id, resource_id)
         return self.threads.pop(thread_id, None) is not None
 
     def list_threads(
@@ -302,6 +336,58 @@ class Model:
         assert isinstance(page, int) and isinstance(per_page, int)
         chunk = owned[page * per_page : (page + 1) * per_page]
         return chunk, len(owned), (page + 1) * per_page < len(owned)
+
+    def page_explained(
+        self,
+        resource_id: str,
+        page: int,
+        per_page: int | None,
+        order_by: str,
+        direction: str,
+        listed: list[tuple[str, datetime]],
+        total: int,
+        has_more: bool,
+    ) -> bool:
+        """Whether ``list_threads`` could return this page at one instant of this state.
+
+        ``listed`` is the page as returned: each thread's id and its ``order_by``
+        stamp (the caller compares the rest of each record). A stamp the model
+        knows only as a :class:`Window` may take any value in it, each thread's
+        independently: the threads off the page must fit before or after it, and
+        exactly ``page * per_page`` of them before.
+        """
+        owned = {t.id: t for t in self.threads.values() if t.resource_id == resource_id}
+        offset = 0 if per_page is None else page * per_page
+        size = len(owned) if per_page is None else max(0, min(per_page, len(owned) - offset))
+        more = per_page is not None and offset + per_page < len(owned)
+        ids = [thread_id for thread_id, _ in listed]
+        if (total, len(listed), has_more) != (len(owned), size, more) or len(set(ids)) != size:
+            return False
+        if any(i not in owned or not _stamp_within(getattr(owned[i], order_by), stamp) for i, stamp in listed):
+            return False
+        desc = direction == "desc"
+        keys = [(stamp, thread_id) for thread_id, stamp in listed]
+        if keys != sorted(keys, reverse=desc):
+            return False
+        if not keys:
+            return True
+        first, last = keys[0], keys[-1]
+        must_before = either = 0
+        for thread in owned.values():
+            if thread.id in ids:
+                continue
+            lo, hi = _bounds(getattr(thread, order_by))
+            if desc:
+                before, after = (hi, thread.id) > first, (lo, thread.id) < last
+            else:
+                before, after = (lo, thread.id) < first, (hi, thread.id) > last
+            if before and after:
+                either += 1
+            elif before:
+                must_before += 1
+            elif not after:
+                return False
+        return must_before <= offset <= must_before + either
 
     # -- working memory ------------------------------------------------------------
 
@@ -375,8 +461,42 @@ class Model:
 
     # -- timestamps ----------------------------------------------------------------
 
+    def observed(self, record: MResource | MThread, created_at: datetime, updated_at: datetime) -> None:
+        """Replace ``record`` by a copy with the backend's stamps (a clone's change, unlike :meth:`observe`)."""
+        if record.created_at == created_at and record.updated_at == updated_at:
+            return
+        new = replace(record, created_at=created_at, updated_at=updated_at)
+        if isinstance(new, MResource):
+            self.resources[new.id] = new
+        else:
+            self.threads[new.id] = new
+
     @staticmethod
     def observe(record: MResource | MThread, created_at: datetime, updated_at: datetime) -> None:
         """Adopt the backend's values for stamps the model only knew as windows (checked by the caller)."""
         record.created_at = created_at
         record.updated_at = updated_at
+
+
+def _bounds(stamp: Stamp) -> tuple[datetime, datetime]:
+    return (stamp.lo, stamp.hi) if isinstance(stamp, Window) else (stamp, stamp)
+
+
+def _stamp_within(stamp: Stamp, value: datetime) -> bool:
+    lo, hi = _bounds(stamp)
+    return lo <= value <= hi
+
+
+def _record_key(record: MResource | MThread) -> list[Any]:
+    return [getattr(record, f.name) for f in fields(record)]
+
+
+def _key_default(value: object) -> object:
+    """Tagged with a NUL, which no valid text holds, so no stored JSON value looks the same."""
+    if isinstance(value, datetime):
+        return ["\x00at", value.isoformat()]
+    if isinstance(value, Window):
+        return ["\x00window", value.lo.isoformat(), value.hi.isoformat()]
+    if isinstance(value, MergedJson):
+        return ["\x00merged", value.doc]
+    raise TypeError(f"not part of a model state: {value!r}")

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from workmem.records import Thread
@@ -41,11 +42,19 @@ def _adapter_of(url: str) -> str | None:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0, *, api: Api = "sync") -> list[dict[str, Any]]:
+def spawn(
+    jobs: list[dict[str, Any]],
+    timeout: float = 120.0,
+    *,
+    api: Api = "sync",
+    started: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
     """Run each job in its own Python process (started together); their JSON results in order.
 
     The workers see this process's ``sys.path`` and the adapter of any scheme
     registered here with :func:`workmem.register`, and use the same ``api``.
+    ``started`` is called once every worker has connected and been told to go
+    (so that work in this process can start with them).
     """
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     jobs = [{**job, "adapter": _adapter_of(job["url"]), "api": api} for job in jobs]
@@ -77,6 +86,8 @@ def spawn(jobs: list[dict[str, Any]], timeout: float = 120.0, *, api: Api = "syn
             except BrokenPipeError:  # the worker failed before the start; its result says why
                 pass
             proc.stdin = None  # communicate() below must not touch the closed pipe
+        if started is not None:
+            started()
         results = []
         for proc in procs:
             try:

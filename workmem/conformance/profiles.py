@@ -1,7 +1,8 @@
 """How hard the conformance suite tries: the ``quick``, ``ci`` and ``thorough`` profiles.
 
 A profile sets the Hypothesis example and step counts, how many rounds the
-concurrency checks race and how long failures are shrunk. ``ci`` is derandomized so a CI run is reproducible and
+concurrency checks race, how many calls the linearizability check's workers
+make and how long failures are shrunk. ``ci`` is derandomized so a CI run is reproducible and
 sized so the whole suite stays under a minute against an in-process backend.
 """
 
@@ -38,6 +39,10 @@ class Profile:
     """How long Hypothesis may shrink one failure (a remote backend makes each try slow); 0: not at all."""
     shrink_total_seconds: int | None = None
     """How long a whole ``run()`` may spend on failing checks before later failures go unshrunk; ``None``: no cap."""
+    history_calls: int = 40
+    """Calls each worker of the linearizability check makes per round (``race_rounds`` rounds)."""
+    history_seconds: float | None = None
+    """How long a worker of that check may go on making them (a slow backend makes fewer); ``None``: no limit."""
 
     def settings(self, *, max_examples: int | None = None, steps: int | None = None) -> settings:
         """Hypothesis settings of this profile; no example database, no deadline (remote backends are slow)."""
@@ -58,9 +63,33 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile("quick", 8, 10, 15, race_rounds=1, derandomize=False, shrink_seconds=5, shrink_total_seconds=15),
-    "ci": Profile("ci", 25, 40, 30, race_rounds=3, derandomize=True, shrink_seconds=5, shrink_total_seconds=20),
-    "thorough": Profile("thorough", 200, 300, 60, race_rounds=10, derandomize=False, shrink_seconds=120),
+    "quick": Profile(
+        "quick",
+        8,
+        10,
+        15,
+        race_rounds=1,
+        derandomize=False,
+        shrink_seconds=5,
+        shrink_total_seconds=15,
+        history_calls=40,
+        history_seconds=1,
+    ),
+    "ci": Profile(
+        "ci",
+        25,
+        40,
+        30,
+        race_rounds=3,
+        derandomize=True,
+        shrink_seconds=5,
+        shrink_total_seconds=20,
+        history_calls=120,
+        history_seconds=2,
+    ),
+    "thorough": Profile(
+        "thorough", 200, 300, 60, race_rounds=10, derandomize=False, shrink_seconds=120, history_calls=400
+    ),
 }
 """name -> profile; the positional numbers are max_examples, stateful_examples, stateful_steps.
 

@@ -157,6 +157,25 @@ def scope_isolation(ctx: CheckContext) -> None:
 # -- owner immutability ---------------------------------------------------------------
 
 
+def _same_thread(got: Thread | None, want: Thread, what: str) -> None:
+    """``got`` (read back) is ``want``; else which fields differ, a timestamp's precision named as such."""
+    if got == want:
+        return
+    if got is None:
+        raise AssertionError(f"{what}: the thread is gone (expected {want!r})")
+    names = ["id", "resource_id", "title", "metadata", "created_at", "updated_at"]
+    differ = [n for n in names if getattr(got, n) != getattr(want, n)]
+    show: Callable[[object], str] = lambda v: v.isoformat() if isinstance(v, datetime) else repr(v)  # noqa: E731
+    shown = "; ".join(f"{n} {show(getattr(want, n))} reads back as {show(getattr(got, n))}" for n in differ)
+    if set(differ) <= {"created_at", "updated_at"}:
+        raise AssertionError(
+            f"{what}: the thread reads back with other timestamps than were stored ({shown}). Timestamps come back"
+            " exactly as stored, UTC with whole milliseconds: look at how they are written and parsed (the check"
+            " timestamps says more)"
+        )
+    raise AssertionError(f"{what}: the thread reads back changed: {shown}")
+
+
 def _raises_ownership(call: Callable[[], object], what: str) -> None:
     try:
         call()
@@ -193,15 +212,16 @@ def owner_immutable(ctx: CheckContext) -> None:
     for what, call in attempts:
         _raises_ownership(call, what)
         for reader in (storage, other):
-            assert reader.get_thread(tid) == original, f"{what} changed the thread: {reader.get_thread(tid)!r}"
+            _same_thread(reader.get_thread(tid), original, f"after {what} (refused)")
     assert storage.get_thread(tid, resource_id=b) is None, "get_thread(resource_id=other) returned the thread"
-    assert storage.get_thread(tid, resource_id=a) == original
+    _same_thread(storage.get_thread(tid, resource_id=a), original, "get_thread(resource_id=owner)")
     assert [t.id for t in storage.list_threads(b).threads] == [], "the thread is listed under another resource"
-    assert [t.id for t in storage.list_threads(a).threads] == [tid]
+    listed = [t.id for t in storage.list_threads(a).threads]
+    assert listed == [tid], f"list_threads of the owner lists {listed}, expected [{tid!r}]"
     storage.update_thread(tid, title="renamed", metadata={"resourceId": b})
     renamed = storage.save_thread(Thread(tid, a, "again"))
-    assert renamed.resource_id == a and renamed.title == "again"
-    assert other.get_thread(tid) == renamed and renamed.resource_id == a
+    assert renamed.resource_id == a and renamed.title == "again", f"save_thread by the owner returned {renamed!r}"
+    _same_thread(other.get_thread(tid), renamed, "after save_thread by the owner, a second connection")
     _owner_checked_by_the_write(storage, other, tid, a, b)
 
 
@@ -211,7 +231,8 @@ def _owner_checked_by_the_write(storage: MemoryStorage, other: MemoryStorage, ti
     The thread is deleted and its id re-created under ``b``: a write naming ``a``
     (``a``'s agent, which saw its own thread a moment ago) must not land on ``b``'s.
     """
-    assert storage.update_thread(tid, title="mine", resource_id=a).title == "mine"
+    mine = storage.update_thread(tid, title="mine", resource_id=a)
+    assert mine.title == "mine", f"update_thread(title='mine', resource_id=owner) returned {mine!r}"
     assert storage.delete_thread(tid, resource_id=a) is True, "delete_thread(resource_id=owner) did not delete"
     assert storage.delete_thread(tid, resource_id=a) is False, "delete_thread of a deleted thread returned True"
     try:
@@ -236,7 +257,7 @@ def _owner_checked_by_the_write(storage: MemoryStorage, other: MemoryStorage, ti
     ]
     for what, call in attempts:
         _raises_ownership(call, f"{what} naming the former owner of an id re-created under another resource")
-        assert other.get_thread(tid) == theirs, f"{what} naming the former owner changed {other.get_thread(tid)!r}"
+        _same_thread(other.get_thread(tid), theirs, f"after {what} naming the former owner (refused)")
     assert other.delete_thread(tid, resource_id=b) is True
 
 

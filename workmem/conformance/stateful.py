@@ -12,6 +12,7 @@ collide, scopes share ids and each example has a namespace of its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -338,6 +339,64 @@ class StorageMachine(RuleBasedStateMachine):
 
 @check("stateful", "random sequences of every operation agree with a reference model")
 def stateful(ctx: CheckContext) -> None:
+    try:
+        _run(ctx)
+    except Exception as exc:
+        _keep_relevant_steps(exc)
+        raise
+
+
+def _run(ctx: CheckContext) -> None:
+    # The line with the lambda stays as it is, indentation included: ci's derandomized examples are seeded
+    # from the source text of the state machine's factory (Hypothesis's function_digest).
     conns = [ctx.storage, ctx.open()]
     settings = ctx.profile.settings(max_examples=ctx.profile.stateful_examples)
     run_state_machine_as_test(lambda: StorageMachine(ctx, conns), settings=settings)  # type: ignore[arg-type]
+
+
+_PREFIXED = re.compile(r"ids are prefixed with '([^']+)'")
+
+
+def _keep_relevant_steps(exc: BaseException) -> None:
+    """Trim the steps Hypothesis printed (every one, when it had no time to shrink) to those that matter.
+
+    Kept: the calls on the ids the failure names, connection switches and reopens,
+    and the last call; the rest become one line saying how many calls on other ids
+    were left out. Hypothesis's own ``state.rule(...)`` lines repeat the calls and go.
+    """
+    for sub in exc.exceptions if isinstance(exc, BaseExceptionGroup) else ():
+        _keep_relevant_steps(sub)
+    notes: list[str] = getattr(exc, "__notes__", [])
+    text = "\n".join(notes)
+    found = _PREFIXED.search(text)
+    if found is None:
+        return
+    prefix = found.group(1)
+    named = set(re.findall(re.escape(prefix) + r"[^'\s,)]+", str(exc)))
+    if not named:
+        return
+    lines = text.splitlines()
+    steps = [i for i, line in enumerate(lines) if " -> " in line or line.startswith(("switch to", "close and reopen"))]
+    if len(steps) <= 12:
+        return
+    kept: list[str] = []
+    skipped = 0
+    for i, line in enumerate(lines):
+        if line.startswith(("state.", " ")) and not line.startswith("state = "):
+            continue  # Hypothesis's replay of the call noted just before (and its continuation lines)
+        relevant = i not in steps or i == steps[-1] or not line.count(prefix) or any(n in line for n in named)
+        relevant = relevant or line.startswith(("switch to", "close and reopen"))
+        if relevant:
+            if skipped:
+                kept.append(_left_out(skipped))
+                skipped = 0
+            kept.append(line)
+        else:
+            skipped += 1
+    if skipped:
+        kept.append(_left_out(skipped))
+    exc.__notes__ = [*kept, f"(the calls on {', '.join(sorted(named))}, which the failure names, and the last call)"]
+
+
+def _left_out(count: int) -> str:
+    return f"... {count} call{'' if count == 1 else 's'} on other ids, not shown"

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import workmem
+from workmem.conformance.history import record_calls
 from workmem.conformance.target import Target
 from workmem.records import Thread
 from workmem.urls import scheme_of
@@ -34,6 +35,9 @@ def _job(storage: workmem.MemoryStorage, job: dict[str, Any]) -> dict[str, Any]:
         except workmem.ThreadOwnershipError:
             return {"ok": False, "error": "ThreadOwnershipError"}
         return {"ok": True}
+    if op == "history":
+        events = record_calls(storage, job["calls"], job["worker"], job.get("seconds"))
+        return {"ok": True, "events": [e.to_json() for e in events]}
     if op == "read":
         resource = storage.get_resource(job["resource_id"])
         thread = storage.get_thread(job["thread_id"])

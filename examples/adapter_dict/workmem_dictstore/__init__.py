@@ -4,7 +4,9 @@ The example of ``docs/adapters.md``. Every connection to the same NAME in one
 process shares one store, so the conformance suite's multi-connection checks
 mean something. Atomicity comes from the store's lock: every read-check-write
 happens while it is held (a database adapter gets it from its database instead:
-one statement, a row lock, a script, a conditional update).
+one statement, a row lock, a script, a conditional update). Records go in and
+come out as ``private_copy``: the store shares no dict with a caller, as a
+database that serializes what it writes and parses what it reads shares none.
 
 It implements only the hooks of :class:`workmem.flows.StorageHooks`: the
 arguments arrive checked, so nothing here validates. Its hooks call no async
@@ -32,7 +34,7 @@ from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, th
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError
 from workmem.flows import Capabilities
 from workmem.kit import check_options
-from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset, private_copy
 from workmem.storage import MemoryStorage
 
 __all__ = ["DictStorage"]
@@ -82,12 +84,13 @@ class DictStorage(MemoryStorage):
     async def _get_resource(self, resource_id: str) -> Resource | None:
         store = self._open_store()
         with store.lock:
-            return store.resources.get(resource_id)
+            resource = store.resources.get(resource_id)
+        return None if resource is None else private_copy(resource)  # the caller's own: its edits stay with it
 
     async def _save_resource(self, resource: Resource) -> Resource:
         store = self._open_store()
         with store.lock:
-            store.resources[resource.id] = resource
+            store.resources[resource.id] = private_copy(resource)  # the caller may edit its record after the call
         return resource
 
     async def _update_resource(
@@ -105,29 +108,30 @@ class DictStorage(MemoryStorage):
                 store.resources.get(resource_id), resource_id, working_memory, metadata, now, max_chars
             )
             store.resources[resource_id] = new
-            return new
+        return private_copy(new)
 
     # -- threads -------------------------------------------------------------------
 
     async def _get_thread(self, thread_id: str) -> Thread | None:
         store = self._open_store()
         with store.lock:
-            return store.threads.get(thread_id)
+            thread = store.threads.get(thread_id)
+        return None if thread is None else private_copy(thread)
 
     async def _create_thread(self, thread: Thread) -> Thread:
         store = self._open_store()
         with store.lock:
             if thread.id in store.threads:
                 raise ThreadExistsError(thread.id)
-            store.threads[thread.id] = thread
+            store.threads[thread.id] = private_copy(thread)
         return thread
 
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         store = self._open_store()
         with store.lock:  # replaced_thread refuses another owner's id (ThreadOwnershipError)
-            new = replaced_thread(store.threads.get(thread.id), thread, now)
+            new = replaced_thread(store.threads.get(thread.id), private_copy(thread), now)
             store.threads[thread.id] = new
-            return new
+        return private_copy(new)
 
     async def _update_thread(
         self,
@@ -146,7 +150,7 @@ class DictStorage(MemoryStorage):
                 raise ThreadNotFoundError(thread_id)
             new = updated_thread(old, title, metadata, now, owner, max_chars)
             store.threads[thread_id] = new
-            return new
+        return private_copy(new)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         store = self._open_store()
@@ -165,7 +169,7 @@ class DictStorage(MemoryStorage):
         # Ties on the timestamp are broken by id, in the same direction: pages never overlap or skip.
         owned.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
         end = None if query.per_page is None else query.offset + query.per_page
-        return query.page_of(owned[query.offset : end], len(owned))
+        return query.page_of([private_copy(t) for t in owned[query.offset : end]], len(owned))
 
     async def _replace_thread(self, thread: Thread) -> bool:
         store = self._open_store()
@@ -173,7 +177,7 @@ class DictStorage(MemoryStorage):
             old = store.threads.get(thread.id)
             if old is None or old.resource_id != thread.resource_id:
                 return False
-            store.threads[thread.id] = thread
+            store.threads[thread.id] = private_copy(thread)
         return True
 
     # -- every record: pages by id, bulk inserts -------------------------------------
@@ -182,28 +186,28 @@ class DictStorage(MemoryStorage):
         store = self._open_store()
         with store.lock:
             ids = sorted(i for i in store.resources if after is None or i > after)[:limit]  # str order: code points
-            records = tuple(store.resources[i] for i in ids)
+            records = tuple(private_copy(store.resources[i]) for i in ids)
         return RecordPage(records, (), ids[-1] if len(ids) == limit else None)
 
     async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
         store = self._open_store()
         with store.lock:
             ids = sorted(i for i in store.threads if after is None or i > after)[:limit]
-            records = tuple(store.threads[i] for i in ids)
+            records = tuple(private_copy(store.threads[i]) for i in ids)
         return RecordPage(records, (), ids[-1] if len(ids) == limit else None)
 
     async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
         store = self._open_store()
         with store.lock:  # each check-then-insert under the lock
             present = frozenset(r.id for r in resources if r.id in store.resources)
-            store.resources.update((r.id, r) for r in resources if r.id not in present)
+            store.resources.update((r.id, private_copy(r)) for r in resources if r.id not in present)
         return present
 
     async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
         store = self._open_store()
         with store.lock:  # a present id keeps its thread and its owner
             present = frozenset(t.id for t in threads if t.id in store.threads)
-            store.threads.update((t.id, t) for t in threads if t.id not in present)
+            store.threads.update((t.id, private_copy(t)) for t in threads if t.id not in present)
         return present
 
     # -- working memory ------------------------------------------------------------

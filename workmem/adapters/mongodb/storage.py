@@ -382,12 +382,15 @@ class MongoHooks(StorageHooks):
         return deleted
 
     async def _not_owned(self, action: str, thread_id: str, owner: str | None) -> None:
-        """After a write conditioned on ``owner`` matched nothing: raise when another resource owns the thread."""
+        """After a write conditioned on ``owner`` matched nothing: raise when another resource owns the thread.
+
+        A thread this read finds under ``owner`` itself was created after the write, which saw no thread.
+        """
         if owner is None:
             return
         with self._driver(action):
             document = await self._db.threads.find_one({"id": thread_id})
-        if document is not None:
+        if document is not None and document.get("resourceId") != owner:
             raise ThreadOwnershipError(thread_id, owner)
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from workmem.changes import memory_given, merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.checks import ListQuery, ScopeTarget, check_owner, thread_working_memory_to_merge
 from workmem.errors import (
+    BackendBusyError,
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
@@ -52,6 +53,9 @@ __all__ = [
 
 
 R = TypeVar("R")
+
+LIST_ATTEMPTS = 10
+"""How often a page past the last is read again when threads are created between it and its count."""
 
 
 class ExactCheckNeeded(WorkmemError):
@@ -238,9 +242,13 @@ class SqlStorage(StorageHooks):
     async def _not_owned(self, thread_id: str, owner: str | None) -> None:
         """After a write conditioned on ``owner`` matched no row: raise when another resource owns the thread.
 
-        Nothing was written, so reading afterwards only picks the error.
+        Nothing was written, so reading afterwards only picks the error. A thread this read finds under
+        ``owner`` itself was created after the write, which therefore saw no thread (not another owner's).
         """
-        if owner is not None and (await self._execute(self.dialect.select_thread(thread_id), read=True)).rows:
+        if owner is None:
+            return
+        rows = (await self._execute(self.dialect.select_thread(thread_id), read=True)).rows
+        if rows and rows[0][1] != owner:  # column 1: "resourceId"
             raise ThreadOwnershipError(thread_id, owner)
 
     async def _lock_thread(self, tx: Session, thread_id: str) -> Thread:
@@ -256,15 +264,21 @@ class SqlStorage(StorageHooks):
         return False
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
-        rows = (await self._execute(self.dialect.list_threads(query), read=True)).rows
-        if rows:
-            total = int(rows[0][6])
-        elif query.offset == 0:
-            total = 0
-        else:  # past the last page: the count did not come with a row
+        for _ in range(LIST_ATTEMPTS):
+            rows = (await self._execute(self.dialect.list_threads(query), read=True)).rows
+            if rows:  # the count came with the rows, from the same statement
+                return query.read_page(rows, thread_from_row, int(rows[0][6]))
+            if query.offset == 0:
+                return query.read_page(rows, thread_from_row, 0)
+            # Past the last page the count comes from a second statement: it fits the empty page only if the
+            # page is still past the last one (else threads came meanwhile, and the page is read again).
             count = await self._execute(self.dialect.count_threads(query.resource_id), read=True)
             total = int(count.rows[0][0])
-        return query.read_page(rows, thread_from_row, total)
+            if total <= query.offset:
+                return query.read_page(rows, thread_from_row, total)
+        raise BackendBusyError(
+            f"threads of {query.resource_id!r} kept being created while a page past the last was read"
+        )
 
     async def _replace_thread(self, thread: Thread) -> bool:
         return (await self._execute(self.dialect.replace_thread(thread))).rowcount > 0

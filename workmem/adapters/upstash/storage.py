@@ -151,6 +151,8 @@ class UpstashHooks(StorageHooks):
             assert step.thread is not None and expected is not None
             keys = [key, self.keys.thread_ids, *self.keys.thread_indexes(step.thread.resource_id)]
             reply = await self._client.evaluate(CAS_DELETE, keys, [expected, record_id])
+            if reply[0] == 1 and reply[1] == 0:  # gone already (a racing delete): this one deleted nothing
+                return False, None
         else:
             args: list[str | int] = ["0" if expected is None else "1", expected or "", step.text, record_id]
             if step.thread is None:
