@@ -1,4 +1,4 @@
-"""The code blocks of README.md and of every page under docs/ are run or checked.
+"""The code blocks of README.md, CONTRIBUTING.md and every page under docs/ are run or checked.
 
 * A ``python`` block that is a whole program (it starts with an import and opens
   ``"file:agent.db"``) runs: all of them, README first, then the pages in path order, one
@@ -32,7 +32,7 @@ import workmem
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+PAGES = [README, ROOT / "CONTRIBUTING.md", *sorted(DOCS.rglob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
