@@ -257,3 +257,15 @@ def test_every_page_is_in_the_site_navigation() -> None:
     nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
     on_disk = {page.relative_to(DOCS).as_posix() for page in DOCS.rglob("*.md")}
     assert set(pages(nav)) == on_disk
+
+
+def test_the_site_shows_the_docstrings_sphinx_roles_as_code() -> None:
+    import importlib.util as util
+
+    spec = util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    rendered = "see :class:<code>~workmem.storage.MemoryStorage</code> and :func:<code>workmem.connect</code>."
+    assert hooks.sphinx_roles_as_code(rendered) == "see <code>MemoryStorage</code> and <code>workmem.connect</code>."
+    assert "docs/hooks.py" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
