@@ -21,7 +21,6 @@ from urllib.parse import urlsplit
 from workmem.aio import AsyncMemoryStorage
 from workmem.changes import (
     merge_document,
-    owned,
     replaced_thread,
     updated_resource,
     updated_thread,
@@ -198,7 +197,7 @@ class ReferenceHooks(StorageHooks):
             thread = self._store.threads.get(thread_id)
             if thread is None:
                 return False
-            owned(thread, owner)
+            check_owner(thread, owner)
             del self._store.threads[thread_id]
             return True
 
