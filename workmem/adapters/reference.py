@@ -27,7 +27,7 @@ from workmem.changes import (
     with_thread_memory,
 )
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
-from workmem.errors import ThreadExistsError, ThreadNotFoundError, ValidationError
+from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
 from workmem.flows import Capabilities, StorageHooks
 from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset, private_copy
 from workmem.storage import MemoryStorage
@@ -114,11 +114,19 @@ class ReferenceHooks(StorageHooks):
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
+        self._closed = False
         if name is None:
-            self._store = _Store()
+            self._shared = _Store()
         else:
             with _named_lock:
-                self._store = _named.setdefault(name, _Store())
+                self._shared = _named.setdefault(name, _Store())
+
+    @property
+    def _store(self) -> _Store:
+        """The records, for a hook; once this connection is closed, :class:`StorageClosedError` (the contract)."""
+        if self._closed:
+            raise StorageClosedError(f"{self!r} is closed")
+        return self._shared
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -260,7 +268,7 @@ class ReferenceHooks(StorageHooks):
             return merged
 
     async def _close(self) -> None:
-        pass
+        self._closed = True  # the named store lives on for other connections to it
 
 
 class InMemoryStorage(ReferenceHooks, MemoryStorage):
