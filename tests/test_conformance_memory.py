@@ -117,6 +117,10 @@ def test_a_class_pins_its_api(pytester: pytest.Pytester, monkeypatch: pytest.Mon
     pytester.makepyfile(test_pinned=pinned)
     result = pytester.runpytest("-k", "owner_immutable")
     result.assert_outcomes(passed=1)
+    # the output names what the class runs, though no option or variable set it
+    assert "workmem conformance: test_pinned.py::TestAsyncFactory, profile quick, async API" in result.stdout.lines
+    result = pytester.runpytest("-k", "owner_immutable", "--workmem-api", "sync")
+    assert "workmem conformance: test_pinned.py::TestAsyncFactory, profile quick, async API" in result.stdout.lines
     pytester.makepyfile(
         test_bad_api="""
 from workmem.conformance import ConformanceTests

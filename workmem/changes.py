@@ -12,7 +12,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from workmem.checks import thread_working_memory
+from workmem.checks import check_owner, thread_working_memory
 from workmem.errors import ThreadOwnershipError
 from workmem.limits import check_limit, text_size
 from workmem.merge_patch import apply_merge_patch, parse_json_object
@@ -23,7 +23,6 @@ from workmem.validation import dump_json, validate_json_object
 __all__ = [
     "memory_given",
     "merge_document",
-    "owned",
     "replaced_thread",
     "shallow",
     "updated_resource",
@@ -76,11 +75,11 @@ def updated_thread(
 
     A new ``title`` was validated by the caller; a kept one is taken as stored (another
     program may have stored a longer one). The merged metadata is checked whole (its size limit).
-    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`owned`).
+    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`workmem.checks.check_owner`).
     With ``max_chars``, a working memory given in ``metadata`` is checked against the one it
     replaces (:func:`workmem.limits.check_limit`).
     """
-    owned(old, owner)
+    check_owner(old, owner)
     memory = memory_given(metadata)
     if memory is not None:
         check_limit(len(memory), text_size(thread_working_memory(old.metadata)), max_chars)
@@ -99,18 +98,6 @@ def memory_given(metadata: dict[str, Any] | Unset | None) -> str | None:
     """The working-memory text a thread update's ``metadata`` sets (its ``workingMemory`` string), if any."""
     memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
     return memory if isinstance(memory, str) else None
-
-
-def owned(thread: Thread, owner: str | None) -> Thread:
-    """``thread``, when ``owner`` is ``None`` or owns it; :class:`ThreadOwnershipError` otherwise.
-
-    Adapters call it on the stored thread inside the atomic step that writes it (a
-    row lock, a compare-and-swap, a script), so the write that follows is
-    conditioned on the owner it checked.
-    """
-    if owner is not None and thread.resource_id != owner:
-        raise ThreadOwnershipError(thread.id, owner)
-    return thread
 
 
 def replaced_thread(old: Thread | None, thread: Thread, now: datetime) -> Thread:

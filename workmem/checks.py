@@ -220,7 +220,13 @@ def thread_working_memory_to_merge(metadata: Mapping[str, Any] | None) -> str | 
     )
 
 
-def check_owner(thread: Thread, resource_id: str | None) -> None:
-    """Raise :class:`ThreadOwnershipError` when ``resource_id`` is given and does not own ``thread``."""
+def check_owner(thread: Thread, resource_id: str | None) -> Thread:
+    """``thread``, when ``resource_id`` is ``None`` or owns it; :class:`ThreadOwnershipError` otherwise.
+
+    The one owner rule. Adapters call it on the stored thread inside the atomic step
+    that writes it (a row lock, a compare-and-swap, a script), so the write that
+    follows is conditioned on the owner it checked.
+    """
     if resource_id is not None and thread.resource_id != resource_id:
         raise ThreadOwnershipError(thread.id, resource_id)
+    return thread

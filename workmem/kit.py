@@ -20,17 +20,65 @@
   driver's exception as its implicit ``__context__`` (defined in
   :mod:`workmem.masking`). Nothing reachable from the error -- chain,
   attributes, traceback, pickle -- holds a secret.
+* **Retries** -- :func:`backoff` gives the jittered exponential pause before a
+  retry of a write that lost a race (a compare-and-set that matched nothing).
+
+And the contract itself, re-exported so that an adapter needs this module and
+:mod:`workmem.errors` only:
+
+* **The storage and its hooks** -- :class:`~workmem.storage.MemoryStorage` (subclass
+  it), :class:`~workmem.flows.StorageHooks` (the hooks it implements; every
+  argument arrives checked), :class:`~workmem.flows.Capabilities`.
+* **What the hooks receive** -- :class:`~workmem.checks.ListQuery` (a list's
+  owner, page, order), :class:`~workmem.checks.ScopeTarget` (a working memory's
+  scope and ids), :func:`~workmem.checks.check_create` (the ``create`` option),
+  :func:`~workmem.checks.missing_tables` (the error for a database without them).
+* **Records** -- :class:`~workmem.records.Resource`, :class:`~workmem.records.Thread`,
+  :class:`~workmem.records.ThreadPage`, :class:`~workmem.records.RecordPage`,
+  ``UNSET``/:class:`~workmem.records.Unset`; :func:`~workmem.records.private_copy`
+  (what a hook returns shares nothing with what it stores);
+  :func:`~workmem.records.trusted_thread`/:func:`~workmem.records.trusted_resource`
+  (a record from a row the adapter wrote, without re-validating it).
+* **The rules of a change, written once** -- :func:`~workmem.checks.check_owner`
+  (the one owner rule: call it on the stored thread inside the atomic step),
+  :func:`~workmem.changes.updated_thread`, :func:`~workmem.changes.updated_resource`,
+  :func:`~workmem.changes.replaced_thread`, :func:`~workmem.changes.merge_document`,
+  :func:`~workmem.changes.with_thread_memory`,
+  :func:`~workmem.checks.thread_working_memory_to_merge`.
 """
 
 from __future__ import annotations
 
 import importlib
+import random
 from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
+from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
+from workmem.checks import (
+    ListQuery,
+    ScopeTarget,
+    check_create,
+    check_owner,
+    missing_tables,
+    thread_working_memory_to_merge,
+)
 from workmem.errors import DriverError, MissingDriverError, ValidationError, WorkmemError
+from workmem.flows import Capabilities, StorageHooks
 from workmem.masking import Secret, detach, raise_unchained
+from workmem.records import (
+    UNSET,
+    RecordPage,
+    Resource,
+    Thread,
+    ThreadPage,
+    Unset,
+    private_copy,
+    trusted_resource,
+    trusted_thread,
+)
+from workmem.storage import MemoryStorage
 from workmem.urls import (
     SECRET_QUERY_KEYS,
     UserInfo,
@@ -45,33 +93,75 @@ from workmem.urls import (
 
 __all__ = [
     "SECRET_QUERY_KEYS",
+    "UNSET",
+    "Capabilities",
     "DriverError",
+    "ListQuery",
+    "MemoryStorage",
+    "RecordPage",
+    "Resource",
+    "ScopeTarget",
     "Secret",
+    "StorageHooks",
+    "Thread",
+    "ThreadPage",
+    "Unset",
     "UserInfo",
+    "backoff",
+    "check_create",
     "check_number",
     "check_options",
+    "check_owner",
     "detach",
     "driver_error",
     "encode_userinfo",
     "import_driver",
     "mask_secrets",
     "mask_url",
+    "merge_document",
+    "missing_tables",
+    "private_copy",
     "query_pairs",
     "raise_unchained",
+    "replaced_thread",
     "scheme_of",
     "split_userinfo",
+    "thread_working_memory_to_merge",
+    "trusted_resource",
+    "trusted_thread",
+    "updated_resource",
+    "updated_thread",
     "url_secrets",
+    "with_thread_memory",
 ]
 
 _INF = float("inf")
 
 
-def import_driver(module: str, extra: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingDriverError` naming ``workmem[extra]``."""
+def import_driver(module: str, extra: str | None = None, *, install: str | None = None) -> ModuleType:
+    """Import ``module`` or raise :class:`MissingDriverError` saying what to install.
+
+    The hint is ``pip install 'workmem[extra]'`` for workmem's own adapters; a
+    third-party adapter names its own requirement with ``install`` (e.g.
+    ``install="redis>=5"`` gives ``pip install 'redis>=5'``).
+    """
+    if (extra is None) == (install is None):
+        raise TypeError("import_driver() takes one of extra= (a workmem extra) or install= (a requirement)")
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingDriverError(f"the {module!r} driver is not installed: pip install 'workmem[{extra}]'") from exc
+        requirement = f"workmem[{extra}]" if install is None else install
+        raise MissingDriverError(f"the {module!r} driver is not installed: pip install '{requirement}'") from exc
+
+
+def backoff(attempt: int, *, first: float = 0.001, cap: float = 0.05) -> float:
+    """Seconds to pause before retry number ``attempt`` (>= 0): jittered, exponential, at most ``cap``.
+
+    For a write that lost a race (a compare-and-set that matched nothing, a busy
+    database): a uniform draw in ``[0, min(cap, first * 2**attempt)]``, so racing
+    writers spread out instead of colliding again in step.
+    """
+    return random.uniform(0, min(cap, first * 2 ** min(attempt, 32)))
 
 
 def check_options(options: Collection[str], known: Collection[str], backend: str, what: str = "options") -> None:

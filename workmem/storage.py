@@ -333,7 +333,8 @@ class MemoryStorage(StorageHooks):
     def close(self) -> None:
         """Release connections. Idempotent. Later calls raise :class:`~workmem.errors.StorageClosedError`.
 
-        (An adapter with nothing to release, like the in-memory one, may keep working.)
+        Every adapter, the in-memory one included: a caller's retry loop stops on
+        that class (the conformance check ``closed_refuses`` holds adapters to it).
         """
         run_sync(self._close())
 

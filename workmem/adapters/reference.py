@@ -21,14 +21,13 @@ from urllib.parse import urlsplit
 from workmem.aio import AsyncMemoryStorage
 from workmem.changes import (
     merge_document,
-    owned,
     replaced_thread,
     updated_resource,
     updated_thread,
     with_thread_memory,
 )
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
-from workmem.errors import ThreadExistsError, ThreadNotFoundError, ValidationError
+from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
 from workmem.flows import Capabilities, StorageHooks
 from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset, private_copy
 from workmem.storage import MemoryStorage
@@ -115,11 +114,19 @@ class ReferenceHooks(StorageHooks):
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
+        self._closed = False
         if name is None:
-            self._store = _Store()
+            self._shared = _Store()
         else:
             with _named_lock:
-                self._store = _named.setdefault(name, _Store())
+                self._shared = _named.setdefault(name, _Store())
+
+    @property
+    def _store(self) -> _Store:
+        """The records, for a hook; once this connection is closed, :class:`StorageClosedError` (the contract)."""
+        if self._closed:
+            raise StorageClosedError(f"{self!r} is closed")
+        return self._shared
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -198,7 +205,7 @@ class ReferenceHooks(StorageHooks):
             thread = self._store.threads.get(thread_id)
             if thread is None:
                 return False
-            owned(thread, owner)
+            check_owner(thread, owner)
             del self._store.threads[thread_id]
             return True
 
@@ -261,7 +268,7 @@ class ReferenceHooks(StorageHooks):
             return merged
 
     async def _close(self) -> None:
-        pass
+        self._closed = True  # the named store lives on for other connections to it
 
 
 class InMemoryStorage(ReferenceHooks, MemoryStorage):

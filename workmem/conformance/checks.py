@@ -37,6 +37,7 @@ CHECK_MODULES = (
     "workmem.conformance.aliasing",
     "workmem.conformance.edges",
     "workmem.conformance.bulk",
+    "workmem.conformance.closing",
 )
 """The modules whose import registers the checks, in the order they run."""
 

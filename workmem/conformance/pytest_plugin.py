@@ -8,6 +8,9 @@
   project's own tests out of its run. (``WORKMEM_URL``, which applications
   use for their own storage, means nothing to the plugin.)
 * Either way the run's header names the URL (masked), the profile and the API.
+* After collection, one line per collected ``ConformanceTests`` subclass names
+  its profile and API (``workmem conformance: tests/test_x.py::TestMine, profile
+  ci, sync API``): what a class runs shows in the output, whoever set it.
 * ``--workmem-profile quick|ci|thorough`` picks the profile (default ``ci``).
 * ``--workmem-api sync|async`` (or ``WORKMEM_CONFORMANCE_API``) picks the API the
   checks drive, for the URL's suite and every ``ConformanceTests`` subclass that
@@ -80,6 +83,21 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     source = "--workmem-url" if config.getoption("workmem_url") else URL_ENV
     profile = config.getoption("workmem_profile") or "ci"
     return f"workmem conformance suite: {masked(url)} (from {source}), profile {profile}, {api} API"
+
+
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> list[str]:
+    """One line per collected ``ConformanceTests`` subclass: its profile and API, as its checks will run."""
+    lines: dict[str, str] = {}
+    for item in items:
+        cls = getattr(item, "cls", None)
+        if not (isinstance(cls, type) and getattr(cls, "__workmem_conformance__", False)):
+            continue
+        where = item.nodeid.rsplit("::", 1)[0]
+        if where not in lines:
+            profile = getattr(cls, "workmem_profile", None) or config.getoption("workmem_profile", default=None) or "ci"
+            api = getattr(cls, "workmem_api", None) or configured_api(config)
+            lines[where] = f"workmem conformance: {where}, profile {profile}, {api} API"
+    return list(lines.values())
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

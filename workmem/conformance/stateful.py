@@ -80,6 +80,8 @@ class StorageMachine(RuleBasedStateMachine):
         self.model = Model()
         self.prefix = ctx.prefix()
         self.written: datetime | None = None
+        self.unchecked = True  # the backend may differ from the model somewhere not yet read back
+        self.steps_held = False  # every step so far, and the invariant after it, passed
         note(f"ids are prefixed with {self.prefix!r}")
 
     def _attempt(self, call: Callable[[], T], *, writes: bool = False) -> tuple[Outcome, Window]:
@@ -90,10 +92,12 @@ class StorageMachine(RuleBasedStateMachine):
         moves ``updated_at``) never equals one already stored, and the bug
         fails the same step in every run and on replay, however fast the backend.
         """
+        self.steps_held = False  # until the invariant after this step has run
         self._settle()
         outcome, window = attempt(call)
         if writes:
             self.written = window.hi
+            self.unchecked = True
         return outcome, window
 
     def _settle(self) -> None:
@@ -140,6 +144,7 @@ class StorageMachine(RuleBasedStateMachine):
         note(f"close and reopen connection {self.current}")
         self.storage.close()
         self.conns[self.current] = self.ctx.open()
+        self.unchecked = True
 
     # -- resources -----------------------------------------------------------------
 
@@ -322,19 +327,42 @@ class StorageMachine(RuleBasedStateMachine):
 
     @invariant()
     def every_record_matches_the_model(self) -> None:
+        """After every write (done or refused) and reopen, every record and listing reads as the model says.
+
+        A step that only read is not followed by this read-back: a read that wrongly
+        changed something is caught by the read-back after the next write, or by the
+        one at the end of the run (:meth:`teardown`). On a backend with slow round
+        trips the read-backs are most of the run's time.
+        """
+        if self.unchecked:
+            self.read_back()
+        self.steps_held = True
+
+    def teardown(self) -> None:
+        """The last read-back, unless a step or read-back already failed (its error is the one to report)."""
+        if self.steps_held:
+            self.read_back()
+
+    def read_back(self) -> None:
+        self.unchecked = False
         self._settle()  # the reads below never share a millisecond with a write
         reader = self.conns[0]
         for r in RIDS:
             rid = self.prefix + r
             self._same_record(self.model.resources.get(rid), reader.get_resource(rid))
-        for t in TIDS:
-            tid = self.prefix + t
-            self._same_record(self.model.threads.get(tid), reader.get_thread(tid))
+        # Every thread's owner is one of RIDS, so the owners' listings hold every stored thread: each listed
+        # record is compared whole (get_thread is compared with the model at its own steps).
+        listed: dict[str, Thread] = {}
         for r in RIDS:  # the default listing: newest created first, ties by id
             rid = self.prefix + r
             want = [t.id for t in self.model.list_threads(rid, 0, 100, "created_at", "desc")[0]]
-            got = [t.id for t in reader.list_threads(rid).threads]
+            page = reader.list_threads(rid).threads
+            got = [t.id for t in page]
             assert got == want, f"list_threads({rid!r}) lists {got}, expected {want}"
+            listed.update((t.id, t) for t in page)
+        for t in TIDS:
+            tid = self.prefix + t
+            self._same_record(self.model.threads.get(tid), listed.get(tid))
 
 
 @check("stateful", "random sequences of every operation agree with a reference model")

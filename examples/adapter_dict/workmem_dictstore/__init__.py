@@ -8,7 +8,8 @@ one statement, a row lock, a script, a conditional update). Records go in and
 come out as ``private_copy``: the store shares no dict with a caller, as a
 database that serializes what it writes and parses what it reads shares none.
 
-It implements only the hooks of :class:`workmem.flows.StorageHooks`: the
+It imports :mod:`workmem.kit` and :mod:`workmem.errors` only, and implements
+only the hooks of :class:`workmem.kit.StorageHooks`: the
 arguments arrive checked, so nothing here validates. Its hooks call no async
 driver, so it is a sync adapter; ``workmem.connect_async("dictstore://NAME")``
 runs it on worker threads.
@@ -22,20 +23,29 @@ from datetime import datetime
 from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
-from workmem.changes import (
+from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError
+from workmem.kit import (
+    UNSET,
+    Capabilities,
+    ListQuery,
+    MemoryStorage,
+    RecordPage,
+    Resource,
+    ScopeTarget,
+    Thread,
+    ThreadPage,
+    Unset,
+    check_create,
+    check_options,
+    check_owner,
     merge_document,
-    owned,
+    private_copy,
     replaced_thread,
+    thread_working_memory_to_merge,
     updated_resource,
     updated_thread,
     with_thread_memory,
 )
-from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
-from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError
-from workmem.flows import Capabilities
-from workmem.kit import check_options
-from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset, private_copy
-from workmem.storage import MemoryStorage
 
 __all__ = ["DictStorage"]
 
@@ -158,7 +168,7 @@ class DictStorage(MemoryStorage):
             old = store.threads.get(thread_id)
             if old is None:
                 return False
-            owned(old, owner)  # only the owner's thread, checked under the same lock
+            check_owner(old, owner)  # only the owner's thread, checked under the same lock
             del store.threads[thread_id]
             return True
 

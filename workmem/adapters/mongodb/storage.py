@@ -38,7 +38,6 @@ stored documents) and pymongo 4.9+.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -99,7 +98,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
-from workmem.kit import import_driver, raise_unchained
+from workmem.kit import backoff, import_driver, raise_unchained
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Thread, ThreadPage, Unset
 from workmem.storage import MemoryStorage
 
@@ -114,7 +113,7 @@ T = TypeVar("T")
 
 MAX_ATTEMPTS: Final = 200
 """Compare-and-swap attempts before giving up; each lost attempt means another writer succeeded."""
-_MAX_BACKOFF_S: Final = 0.05
+_MAX_BACKOFF_S: Final = 0.05  # the longest pause before a retry (kit.backoff)
 _DUPLICATE_KEY: Final = (11000, 11001)
 """MongoDB's duplicate-key error codes (E11000; 11001 from old servers)."""
 
@@ -122,11 +121,6 @@ _DUPLICATE_KEY: Final = (11000, 11001)
 def _document_id(document: Mapping[str, Any]) -> str:
     """The id of a document a page read (always a string: pages select string ids only)."""
     return str(document.get("id"))
-
-
-def _backoff(attempt: int) -> float:
-    """Jittered exponential backoff before retry number ``attempt`` (>= 1), at most 50 ms."""
-    return random.uniform(0, min(_MAX_BACKOFF_S, 0.0005 * 2 ** min(attempt, 10)))
 
 
 def _checked_database(database: object) -> str:
@@ -199,7 +193,7 @@ class MongoHooks(StorageHooks):
         """Run ``attempt`` until it returns a result (``None``: it lost a race and wrote nothing), with backoff."""
         for number in range(MAX_ATTEMPTS):
             if number:
-                await self._pause(_backoff(number))
+                await self._pause(backoff(number, first=0.0005, cap=_MAX_BACKOFF_S))
             result = await attempt()
             if result is not None:
                 return result

@@ -11,7 +11,6 @@ on the blocking ``upstash_redis`` client, :class:`AsyncUpstashStorage` on its
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +19,6 @@ from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 from workmem.aio import AsyncMemoryStorage
 from workmem.changes import (
     merge_document,
-    owned,
     replaced_thread,
     updated_resource,
     updated_thread,
@@ -29,6 +27,7 @@ from workmem.changes import (
 from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
 from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
 from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
+from workmem.kit import backoff
 from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, ThreadPage, Unset, trusted_thread
 from workmem.storage import MemoryStorage
 
@@ -140,7 +139,7 @@ class UpstashHooks(StorageHooks):
             applied, current = await self._apply(key, record_id, current, step)
             if applied:
                 return step.result
-            await self._pause(random.uniform(0, min(0.05, 0.001 * 2 ** min(attempt, 6))))
+            await self._pause(backoff(attempt))
         raise BackendBusyError(f"gave up on {key!r} after {_MAX_ATTEMPTS} conflicting concurrent writes")
 
     async def _apply(
@@ -250,7 +249,7 @@ class UpstashHooks(StorageHooks):
             if current is None:
                 return _Done(False)
             if owner is not None:
-                owned(decode_thread(current, key, thread_id)[0], owner)
+                check_owner(decode_thread(current, key, thread_id)[0], owner)
             return _Write(None, True, _deletable(current, key, thread_id))
 
         return await self._cas(key, thread_id, plan)
