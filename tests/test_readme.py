@@ -269,3 +269,26 @@ def test_the_site_shows_the_docstrings_sphinx_roles_as_code() -> None:
     rendered = "see :class:<code>~workmem.storage.MemoryStorage</code> and :func:<code>workmem.connect</code>."
     assert hooks.sphinx_roles_as_code(rendered) == "see <code>MemoryStorage</code> and <code>workmem.connect</code>."
     assert "docs/hooks.py" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a name inside a module (its parent is no package)
+        return False
+
+
+def test_every_workmem_name_the_pages_give_exists() -> None:
+    """A dotted name in backticks (`workmem.changes.replaced_thread`) resolves: no page names a removed one."""
+    files = {"workmem.db"}  # a file name, not a module
+    missing = []
+    for page in [*PAGES, ROOT / "CHANGELOG.md"]:
+        for name in sorted(set(re.findall(r"`(workmem(?:\.[A-Za-z_]\w*)+)", page.read_text(encoding="utf-8"))) - files):
+            parts = name.split(".")
+            found = next(i for i in range(len(parts), 0, -1) if _is_module(".".join(parts[:i])))
+            target: object = importlib.import_module(".".join(parts[:found]))
+            for attribute in parts[found:]:
+                target = getattr(target, attribute, None)
+            if target is None:
+                missing.append(f"{_name(page)}: {name}")
+    assert not missing, missing
