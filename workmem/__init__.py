@@ -94,4 +94,4 @@ __all__ = [
     "sub_agent_resource_id",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one version source: pyproject.toml reads it ([tool.hatch.version])

@@ -140,7 +140,7 @@ def _latency_table(result: dict[str, Any]) -> list[str]:
 
 
 def peers_markdown(results: dict[str, Any]) -> str:
-    """The side-by-side tables (Markdown), as the README shows them."""
+    """The side-by-side tables (Markdown), as docs/performance.md shows them."""
     lines: list[str] = []
     for backend, result in results["backends"].items():
         lines.append(f"**{TITLES.get(backend, backend)}**")

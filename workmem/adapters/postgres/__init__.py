@@ -5,7 +5,9 @@
 * :mod:`.dialect` — what PostgreSQL's SQL does differently (jsonb, triggers, plpgsql merge);
 * :mod:`.pool` — the connection pools, sync and async (connections opened by the caller that needs one),
   outage logging;
-* :mod:`.keyreads` — the async hot path: reads by key as prepared statements on libpq directly;
+* :mod:`.keyreads` — the hot path, sync and async: reads by key as prepared statements on libpq directly;
+* :mod:`.connections` — psycopg connections as the pools keep them, and whether the hot path is on (it is
+  off, reads by key taking the cursor, with a psycopg it was not written for);
 * :mod:`.sqlstate` — which workmem error a PostgreSQL error means.
 
 Logs go to the ``workmem.adapters.postgres`` logger.

@@ -22,6 +22,11 @@ never suspends, so :func:`~workmem.flows.run_sync` drives the same coroutine.
 A read cancelled (or interrupted) while it waits leaves its statement in flight:
 the connection is then not idle, so the pool closes it when it is given back.
 
+psycopg does not promise to keep its libpq layer as it is: :func:`unsupported`
+names what this module uses that an installed psycopg lacks, and the storage
+then reads by key through the cursor like every other statement
+(:func:`workmem.adapters.postgres.connections.fast_path`).
+
 This module imports psycopg: the storage imports it only once psycopg is known
 to be installed (:func:`workmem.kit.import_driver`).
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import select
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
 import psycopg
@@ -41,13 +47,50 @@ from psycopg.pq.abc import PGconn, PGresult
 
 from workmem.adapters.sql.dialect import PLACEHOLDER, placeholder_names
 
-__all__ = ["BlockingWaits", "KeyReads", "LoopWaits", "PreparedRead", "Waits", "connection_class", "prepared_read"]
+__all__ = [
+    "BlockingWaits",
+    "KeyReads",
+    "LoopWaits",
+    "PreparedRead",
+    "Waits",
+    "prepared_read",
+    "reads_for",
+    "unsupported",
+]
 
 _TUPLES_OK: Final = pq.ExecStatus.TUPLES_OK
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 _FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
 _SQLSTATE: Final = pq.DiagnosticField.SQLSTATE
 _INVALID_STATEMENT_NAME: Final = b"26000"
+
+_USED: Final = {
+    "psycopg.pq.PGconn": ("send_query_prepared", "send_prepare", "flush", "consume_input", "is_busy", "get_result"),
+    "psycopg.pq.PGresult": ("status", "error_field", "ntuples"),
+    "psycopg.adapt.Transformer": ("set_pgresult", "load_rows"),
+}
+"""What the fast path calls on psycopg's libpq layer, beyond the names this module imports."""
+
+
+def unsupported(psycopg_module: Any) -> str | None:
+    """Why the installed psycopg cannot run the fast path (``None``: it can).
+
+    The path was written for psycopg 3 (``psycopg.pq``, ``psycopg.adapt.Transformer``,
+    ``psycopg.errors.error_from_result``); another major version, or one of those
+    without a method the path calls, is refused here rather than met half way through a read.
+    """
+    version = str(getattr(psycopg_module, "__version__", "unknown"))
+    if version.split(".", 1)[0] != "3":
+        return f"the prepared key reads were written for psycopg 3, not psycopg {version}"
+    owners: dict[str, Any] = {
+        "psycopg.pq.PGconn": pq.PGconn,
+        "psycopg.pq.PGresult": pq.PGresult,
+        "psycopg.adapt.Transformer": Transformer,
+    }
+    missing = [
+        f"{owner}.{name}" for owner, names in _USED.items() for name in names if not hasattr(owners[owner], name)
+    ]
+    return f"psycopg {version} has no {', '.join(missing)}" if missing else None
 
 
 class PreparedRead(NamedTuple):
@@ -201,17 +244,8 @@ def _wake(ready: asyncio.Future[None]) -> None:
 
 
 @functools.cache
-def connection_class(base: type[Any]) -> type[Any]:
-    """``base`` (psycopg's ``Connection`` or ``AsyncConnection``) whose connections carry a cursor to reuse and
-    their :class:`KeyReads` (``workmem_*``), waiting the way ``base`` does."""
+def reads_for(base: type[Any]) -> Callable[[Any], KeyReads]:
+    """The :class:`KeyReads` of a new connection of ``base`` (psycopg's ``Connection`` or ``AsyncConnection``),
+    waiting the way ``base`` does."""
     waits: Waits = LoopWaits() if issubclass(base, psycopg.AsyncConnection) else BlockingWaits()
-
-    class Connection(base):  # type: ignore[misc]
-        """psycopg's connection, with what workmem keeps per connection (a connection serves one caller)."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.workmem_cursor = self.cursor()  # one cursor per connection: a new one per statement costs ~15 µs
-            self.workmem_reads = KeyReads(self, waits)
-
-    return Connection
+    return functools.partial(KeyReads, waits=waits)

@@ -73,6 +73,7 @@ from workmem.records import Resource, Thread
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from . import bulk
+from .connections import connection_class, fast_path, fast_path_failed
 from .dialect import (
     EXACT_CHECK_ERROR,
     FORMAT_ERROR,
@@ -196,9 +197,8 @@ class _PostgresCommon(SqlStorage):
         self._psycopg = import_driver("psycopg", "postgres")
         # rows came back: read from the result's status (cursor.description builds a Column per column each call)
         self._tuples_ok = self._psycopg.pq.ExecStatus.TUPLES_OK
-        from . import keyreads  # imports psycopg, which import_driver just found
-
-        self._keyreads = keyreads
+        # the prepared key reads on libpq (.keyreads), or None: this psycopg is not the one they were written for
+        self._keyreads = fast_path(self._psycopg)
         self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
         self._secrets = url_secrets(conninfo) + url_secrets(url or conninfo)
         self._url = mask_url(url if url is not None else conninfo)
@@ -403,13 +403,23 @@ class _PostgresCommon(SqlStorage):
 
     # -- the hot path ------------------------------------------------------------------
 
+    def _connections(self, base: type[Any]) -> type[Any]:
+        """The class of this storage's connections: ``base`` keeping a cursor, and the fast path's reads when on."""
+        return connection_class(base, None if self._keyreads is None else self._keyreads.reads_for(base))
+
     async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+        keyreads = self._keyreads
+        if keyreads is None:
+            return await super()._read_key(read, key)  # through the cursor, as every other statement
         prepared = self._prepared_reads.get(read.sql)
         if prepared is None:
-            prepared = self._prepared_reads[read.sql] = self._keyreads.prepared_read(
-                read.sql, len(self._prepared_reads)
-            )
-        rows = await self._attempts(True, _fetch_key, prepared, key)
+            prepared = self._prepared_reads[read.sql] = keyreads.prepared_read(read.sql, len(self._prepared_reads))
+        try:
+            rows = await self._attempts(True, _fetch_key, prepared, key)
+        except (AttributeError, TypeError) as error:  # never a database's answer: psycopg's libpq layer changed
+            self._keyreads = None
+            fast_path_failed(error)
+            return await super()._read_key(read, key)
         return read.record(rows[0]) if rows else None
 
 
@@ -419,7 +429,7 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
     async_adapter: ClassVar[str | None] = "workmem.adapters.postgres:AsyncPostgresStorage"
 
     def _start(self) -> None:
-        self._connection_class = self._keyreads.connection_class(self._psycopg.Connection)
+        self._connection_class = self._connections(self._psycopg.Connection)
         self._pool = ConnectionPool(
             self._open_connection,
             max_size=self._max_size,
@@ -487,7 +497,7 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
 
     def _start(self) -> None:
         """The pool, empty: ``await AsyncPostgresStorage.open(url)`` (or ``connect_async``) opens connections."""
-        self._connection_class = self._keyreads.connection_class(self._psycopg.AsyncConnection)
+        self._connection_class = self._connections(self._psycopg.AsyncConnection)
         self._pool = AsyncConnectionPool(
             self._open_connection,
             max_size=self._max_size,
