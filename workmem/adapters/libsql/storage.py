@@ -119,6 +119,8 @@ _UNAVAILABLE_MESSAGES = (
     "broken pipe",
     "timed out",
     "stream closed",
+    "error reading a body from connection",  # sqld killed mid-answer (unexpected EOF during chunk size line)
+    "unexpected eof",
     "disk i/o error",
     "database or disk is full",
     "out of memory",
