@@ -249,3 +249,59 @@ def test_exactly_one_of_racing_creates_with_different_owners_wins(server: Sqld) 
         stored = storage.get_thread("t-contested")
     assert stored is not None and f"by {stored.resource_id.removeprefix('owner-')}" == stored.title
     assert winners[0] == f"won {stored.resource_id.removeprefix('owner-')}"
+
+
+# -- error sorting: the messages sqld 0.24.32 and the libsql wheel sent in the runs above ---------------------
+
+SQLD_MESSAGES = [
+    # connect() with a wrong, expired or non-JWT token; without one
+    ('Hrana: `api error: `status=401 Unauthorized, body={"error":"Unauthorized: `The JWT is invalid`"}``', "auth"),
+    (
+        'Hrana: `api error: `status=401 Unauthorized, body={"error":"Unauthorized: `Auth string does not conform '
+        "to '<scheme> <token>' form`\"}``",
+        "auth",
+    ),
+    # a write in a transaction with a read-only token
+    (
+        'Hrana: `api error: `status=403 Forbidden, body={"error":"Authorization forbidden: Current session '
+        "doesn't not have Write permission to namespace default\"}``",
+        "permission",
+    ),
+    # the server killed: before the request, and while answering
+    ("Hrana: `http error: `error trying to connect: tcp connect error: Connection refused (os error 111)``", "gone"),
+    (
+        "Hrana: `cursor error: `cursor error: `error reading a body from connection: "
+        "unexpected EOF during chunk size line```",
+        "gone",
+    ),
+    # a transaction whose write lock sqld took back after 5 s (two threads of one process, before one writer per server)
+    ('Hrana: `stream error: `Error { message: "Transaction timed out", code: "TRANSACTION_TIMEOUT" }``', "busy"),
+    # named parameters bound by position (before ?N)
+    (
+        "Hrana: `cursor error: `error at step 0: (error code: ARGS_INVALID) `Arguments do not match SQL parameters: "
+        "value for parameter :id not found```",
+        "refused",
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "kind"), SQLD_MESSAGES)
+def test_errors_are_sorted_by_what_sqld_really_sends(message: str, kind: str) -> None:
+    from workmem.adapters.libsql.storage import LibSQLStorage
+    from workmem.errors import BackendBusyError
+
+    storage = LibSQLStorage.__new__(LibSQLStorage)  # only what _error reads
+    storage._url, storage._token = "libsql://127.0.0.1:8080?tls=0", None
+    error = storage._error(ValueError(message))
+    expected = {
+        "auth": BackendRefusedError,
+        "permission": BackendRefusedError,
+        "refused": BackendRefusedError,
+        "gone": BackendUnavailableError,
+        "busy": BackendBusyError,
+    }[kind]
+    assert type(error) is expected, f"{message} -> {error!r}"
+    if kind == "auth":
+        assert str(error).startswith("libSQL authentication failed on libsql://127.0.0.1:8080?tls=0")
+    if kind == "permission":
+        assert str(error).startswith("libSQL permission denied on")

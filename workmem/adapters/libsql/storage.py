@@ -109,7 +109,13 @@ _log = logging.getLogger("workmem.adapters.libsql")
 _FOREIGN_CHECK_INTERVAL = 10.0
 """Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
 
-_BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
+_BUSY_MESSAGES = (
+    "database is locked",
+    "database is busy",
+    "sqlite_busy",
+    "database table is locked",
+    "transaction_timeout",  # sqld took the write lock back from a transaction held 5 s while others waited
+)
 _UNAVAILABLE_MESSAGES = (
     "http error",
     "error trying to connect",
