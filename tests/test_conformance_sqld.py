@@ -40,3 +40,16 @@ class TestSqldConformanceHttpScheme(ConformanceTests):
     def workmem_target(self) -> Iterator[str]:
         with fresh_sqld_url() as url:
             yield url.replace("libsql://", "libsql+http://").removesuffix("?tls=0")
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_the_cli_passes_on_sqld_as_a_user_runs_it(api: str) -> None:
+    """``workmem conformance 'libsql://127.0.0.1:PORT?tls=0' [--api async]``, the command the README gives."""
+    import subprocess
+    import sys
+
+    with fresh_sqld_url() as url:
+        command = [sys.executable, "-m", "workmem", "conformance", url, "--profile", "quick", "--api", api]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "PASSED:" in done.stdout and f"{api} API" in done.stdout
