@@ -22,6 +22,12 @@ application crashing, but the last commits before a power failure or OS crash ma
 lost. A remote libSQL server keeps its own durability: ``synchronous`` with a remote
 URL is refused (:class:`~workmem.errors.ValidationError`), not silently ignored.
 
+Remote servers (tested against ``sqld`` 0.24.32 over HTTP; see ``docs/remote-libsql.md``):
+statements bind ``?N`` placeholders (a server refuses ``:name`` bound by position), each
+process sends one write at a time per server (:mod:`.remote`), and the server's HTTP 401
+and 403 are :class:`~workmem.errors.BackendRefusedError` saying authentication failed or
+permission denied.
+
 Driver: ``libsql`` (``pip install 'workmem[libsql]'``), embedding SQLite 3.45.
 Tables are Mastra's (``mastra_threads``, ``mastra_resources``) with JSONB
 metadata, ISO-8601 ``…Z`` text timestamps and WAL mode; workmem adds two
