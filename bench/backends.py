@@ -7,6 +7,8 @@ afterwards -- it never reads or writes anything outside it:
 
 * ``postgres``: schema ``wmbench_<random>`` (``?schema=``), dropped with ``CASCADE``;
 * ``libsql``: a file in a new temporary directory, deleted;
+* ``sqld``: remote libSQL, a ``sqld`` server of the run's own (``workmem.testing.sqld``, the binary
+  ``python ci/install_sqld.py`` installs) on a free loopback port, its directory deleted;
 * ``upstash``: a ``python -m workmem.testing.upstash_bridge`` subprocess in front of Redis and
   the key prefix ``wmbench_<random>:`` (``?prefix=``); every key under it is deleted;
 * ``mongodb``: database ``wmbench_<random>`` (``database=`` option), dropped;
@@ -34,7 +36,7 @@ from workmem.urls import mask_url
 
 __all__ = ["ALL_BACKENDS", "Namespace", "Unavailable", "open_namespace", "server_url"]
 
-ALL_BACKENDS = ("postgres", "libsql", "upstash", "mongodb", "oracle", "memory")
+ALL_BACKENDS = ("postgres", "libsql", "sqld", "upstash", "mongodb", "oracle", "memory")
 
 _LOCAL = {
     "postgres": ("127.0.0.1", 5432, "postgresql://postgres@127.0.0.1:5432/postgres"),
@@ -134,6 +136,32 @@ def _libsql() -> Iterator[Namespace]:
         yield Namespace("libsql", f"file:{path}", writer_options={"pool_size": 1}, detail={"path": path})
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def _sqld() -> Iterator[Namespace]:
+    try:
+        __import__("libsql")
+    except ImportError:
+        raise Unavailable("the libsql driver is not installed: pip install 'workmem[libsql]'") from None
+    from workmem.testing.sqld import Sqld, find_sqld
+
+    binary, where = find_sqld()
+    if binary is None:
+        raise Unavailable(f"no sqld binary at {where}: run `python ci/install_sqld.py` (or set WORKMEM_SQLD)")
+    server = Sqld(binary)
+    try:
+        yield Namespace(
+            "sqld",
+            server.url,
+            writer_options={"pool_size": 1},
+            detail={"path": server.http_url, "found": where},  # what the libsql floor opens: the same server
+            max_threads=2_000,
+            scale_base=20,
+            max_resources=1_000,
+        )
+    finally:
+        server.close()
 
 
 def _delete_prefix(bridge: BridgeProcess, prefix: str) -> None:
@@ -243,6 +271,7 @@ def _memory() -> Iterator[Namespace]:
 _OPENERS: dict[str, Callable[[], Any]] = {
     "postgres": _postgres,
     "libsql": _libsql,
+    "sqld": _sqld,
     "upstash": _upstash,
     "mongodb": _mongodb,
     "oracle": _oracle,

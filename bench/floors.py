@@ -9,7 +9,8 @@ workmem itself (validation, statement building, row mapping, pooling):
   a thread / resource, one ``UPDATE`` of a thread's title, and the page query
   of 20 threads (without the total count the adapter adds);
 * libSQL -- a raw ``libsql`` connection (``isolation_level=None``, like the
-  adapter's) doing the same statements; and, for the two reads, a hand-written
+  adapter's) doing the same statements (for ``sqld``, remote libSQL, the same
+  connection to the same server over HTTP); and, for the two reads, a hand-written
   read returning the same record (:meth:`Floor.thread_record`): the driver
   call, ``json.loads`` of the metadata, both timestamps parsed, the frozen
   ``Thread`` / ``Resource`` built with ``trusted_thread`` / ``trusted_resource``;
@@ -290,6 +291,7 @@ class OracleFloor(Floor):
 _FLOORS: dict[str, Callable[[Namespace], Floor]] = {
     "postgres": PostgresFloor,
     "libsql": LibSQLFloor,
+    "sqld": LibSQLFloor,  # the same raw connection, to the server's http:// URL
     "upstash": UpstashFloor,
     "mongodb": MongoFloor,
     "oracle": OracleFloor,

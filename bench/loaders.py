@@ -313,6 +313,7 @@ class MongoLoader(Loader):
 _LOADERS: dict[str, type[Loader]] = {
     "postgres": PostgresLoader,
     "libsql": LibSQLLoader,
+    "sqld": LibSQLLoader,
     "upstash": UpstashLoader,
     "mongodb": MongoLoader,
 }

@@ -82,8 +82,8 @@ COPY_RSS_GROWTH_LIMIT = 1.25
 """Flat memory: the copying process's peak RSS at the largest size / at the smallest."""
 BIG_MERGE_RATIO_LIMIT = 3.0
 """A 60,000-key merge on PostgreSQL at most this many times the same merge on libSQL (best of the rounds)."""
-_READ_TARGET_BACKENDS = ("postgres", "libsql")
-_LIST_TARGET_BACKENDS = ("postgres", "libsql", "upstash")
+_READ_TARGET_BACKENDS = ("postgres", "libsql", "sqld")
+_LIST_TARGET_BACKENDS = ("postgres", "libsql", "sqld", "upstash")
 
 
 _RULES = {

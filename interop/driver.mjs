@@ -195,6 +195,21 @@ async function run(store, domain, step) {
   }
 }
 
+// @mastra/libsql's init creates its domains' tables in parallel (Promise.all) on a server (sequentially on a
+// local file). Against sqld 0.24.32 over HTTP one of those CREATE TABLEs now and then fails with SQLITE_SCHEMA
+// ("database schema has changed": another of them changed the schema first) -- Mastra's own init, failing for any
+// Mastra user. Its statements are idempotent, and init caches its failed promise on a server, so the store's
+// own sequential init (what it runs on a local file) takes over.
+async function initStore(store) {
+  try {
+    await store.init();
+  } catch (error) {
+    const schema = /SQLITE_SCHEMA/.test(`${error?.code ?? ""} ${error?.message ?? ""}`);
+    if (!schema || typeof store.initDomainsSequentially !== "function") throw error;
+    await store.initDomainsSequentially();
+  }
+}
+
 async function main() {
   const chunks = [];
   for await (const chunk of process.stdin) chunks.push(chunk);
@@ -202,7 +217,7 @@ async function main() {
   const store = await openStore(request.store ?? { kind: "none" });
   let domain = null;
   if (store) {
-    if (request.store.init !== false) await store.init();
+    if (request.store.init !== false) await initStore(store);
     domain = await store.getStore("memory");
   }
   const results = [];

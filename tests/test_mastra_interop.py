@@ -10,7 +10,7 @@ update of a thread holding workmem's working memory, a delete) and workmem
 reads the change. Each
 runs once on tables Mastra created and once on tables workmem created, on
 PostgreSQL (a fresh database), PostgreSQL with ``mastra_threads.metadata`` as
-``TEXT``, libSQL (a temporary file) and Upstash (``@mastra/upstash`` talking
+``TEXT``, libSQL (a temporary file, and a real ``sqld`` server over HTTP) and Upstash (``@mastra/upstash`` talking
 to workmem's REST bridge in front of the test Redis); MongoDB and Oracle where
 a server is found (``tests/servers.py``).
 
@@ -105,6 +105,18 @@ def _libsql() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 @contextlib.contextmanager
+def _sqld() -> Iterator[tuple[str, dict[str, Any]]]:
+    # A server of its own: @mastra/libsql's concurrent init deadlocked on a sqld shared with other tests.
+    from sqld import Sqld
+
+    server = Sqld()
+    try:
+        yield server.url, {"kind": "libsql", "url": server.http_url}
+    finally:
+        server.close()
+
+
+@contextlib.contextmanager
 def _upstash(suffix: str) -> Iterator[tuple[str, dict[str, Any]]]:
     from upstash_fixtures import mastra_keyspace
 
@@ -155,6 +167,8 @@ TARGETS = [
     ("postgres-text-metadata", "workmem"),
     ("libsql", "mastra"),
     ("libsql", "workmem"),
+    ("sqld", "mastra"),
+    ("sqld", "workmem"),
     ("upstash", "mastra"),
     ("mongodb", "mastra"),
     ("mongodb", "workmem"),
@@ -197,6 +211,8 @@ def target(request: pytest.FixtureRequest, ids: Ids) -> Iterator[Target]:
         opened = _postgres(text_metadata=backend == "postgres-text-metadata")
     elif backend == "libsql":
         opened = _libsql()
+    elif backend == "sqld":
+        opened = _sqld()
     elif backend == "upstash":
         opened = _upstash(ids.suffix)
     elif backend == "mongodb":

@@ -8,6 +8,7 @@ the SQL it speaks is SQLite's.
 * :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`);
 * :mod:`.readonly` — what :meth:`LibSQLStorage.query` refuses, so that nothing outlives the call;
 * :mod:`.foreign` — another SQLite library holding a file in this process, told apart from workmem's connections;
+* :mod:`.remote` — one write at a time per libSQL server in a process (the wheel holds the GIL over HTTP);
 * :mod:`.aio` — :class:`AsyncLibSQLStorage`: the async API on worker threads (the wheel is sync only).
 
 Warnings go to the ``workmem.adapters.libsql`` logger.

@@ -37,7 +37,15 @@ from datetime import datetime
 from operator import itemgetter
 from typing import Any, ClassVar
 
-from workmem.adapters.sql.dialect import COUNTS, RESOURCES, THREADS, Dialect, Statement, placeholder_names
+from workmem.adapters.sql.dialect import (
+    COUNTS,
+    PLACEHOLDER,
+    RESOURCES,
+    THREADS,
+    Dialect,
+    Statement,
+    placeholder_names,
+)
 from workmem.timestamps import to_iso
 
 __all__ = ["SQLiteDialect"]
@@ -108,15 +116,23 @@ _PRESENT_TRIGGERS = (
 
 
 @functools.lru_cache(maxsize=512)
-def _binder(sql: str) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
-    """The parameters of ``sql`` as a tuple, in the order SQLite numbers its ``:name`` placeholders."""
+def _rendered(sql: str) -> tuple[str, Callable[[Mapping[str, Any]], tuple[Any, ...]]]:
+    """``sql`` with each ``:name`` written ``?N`` (N its order of first appearance), and what binds its values.
+
+    Positional, because a libSQL server refuses named placeholders bound by position: the
+    ``libsql`` wheel sends a tuple as positional arguments, and ``sqld`` answers
+    ``ARGS_INVALID: value for parameter :id not found`` for ``:id``. ``?N`` means the
+    same to the embedded engine, so files and servers run the same text.
+    """
     names = placeholder_names(sql)
+    number = {name: f"?{index}" for index, name in enumerate(names, 1)}
+    text = PLACEHOLDER.sub(lambda match: number[match.group(1)], sql)
     if not names:
-        return lambda params: ()
+        return text, lambda params: ()
     if len(names) == 1:
         name = names[0]
-        return lambda params: (params[name],)
-    return itemgetter(*names)
+        return text, lambda params: (params[name],)
+    return text, itemgetter(*names)
 
 
 _TABLES = (
@@ -142,9 +158,9 @@ class SQLiteDialect(Dialect):
         super().__init__(None)
 
     def render(self, statement: Statement) -> tuple[str, Any]:
-        # SQLite numbers :name placeholders by first appearance, so they bind positionally.
-        sql = statement.sql
-        return sql, _binder(sql)(statement.params)
+        # ?N placeholders bound by position: what both the embedded engine and a libSQL server take.
+        sql, bind = _rendered(statement.sql)
+        return sql, bind(statement.params)
 
     def json_param(self, name: str) -> str:
         return f"jsonb(:{name})"

@@ -22,6 +22,12 @@ application crashing, but the last commits before a power failure or OS crash ma
 lost. A remote libSQL server keeps its own durability: ``synchronous`` with a remote
 URL is refused (:class:`~workmem.errors.ValidationError`), not silently ignored.
 
+Remote servers (tested against ``sqld`` 0.24.32 over HTTP; see ``docs/remote-libsql.md``):
+statements bind ``?N`` placeholders (a server refuses ``:name`` bound by position), each
+process sends one write at a time per server (:mod:`.remote`), and the server's HTTP 401
+and 403 are :class:`~workmem.errors.BackendRefusedError` saying authentication failed or
+permission denied.
+
 Driver: ``libsql`` (``pip install 'workmem[libsql]'``), embedding SQLite 3.45.
 Tables are Mastra's (``mastra_threads``, ``mastra_resources``) with JSONB
 metadata, ISO-8601 ``…Z`` text timestamps and WAL mode; workmem adds two
@@ -90,6 +96,7 @@ from workmem.storage import Capabilities, MemoryStorage, check_create, missing_t
 from .dialect import SQLiteDialect
 from .foreign import foreign_sqlite, own
 from .readonly import refused_pragma, refused_program
+from .remote import writer_lock, writing
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
@@ -108,7 +115,13 @@ _log = logging.getLogger("workmem.adapters.libsql")
 _FOREIGN_CHECK_INTERVAL = 10.0
 """Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
 
-_BUSY_MESSAGES = ("database is locked", "database is busy", "sqlite_busy", "database table is locked")
+_BUSY_MESSAGES = (
+    "database is locked",
+    "database is busy",
+    "sqlite_busy",
+    "database table is locked",
+    "transaction_timeout",  # sqld took the write lock back from a transaction held 5 s while others waited
+)
 _UNAVAILABLE_MESSAGES = (
     "http error",
     "error trying to connect",
@@ -118,6 +131,8 @@ _UNAVAILABLE_MESSAGES = (
     "broken pipe",
     "timed out",
     "stream closed",
+    "error reading a body from connection",  # sqld killed mid-answer (unexpected EOF during chunk size line)
+    "unexpected eof",
     "disk i/o error",
     "database or disk is full",
     "out of memory",
@@ -273,14 +288,28 @@ def _is_busy(exc: BaseException) -> bool:
     return any(text in message for text in _BUSY_MESSAGES)
 
 
+_REFUSALS = {
+    "401": "authentication failed on {url}: the server refused the authToken (wrong, expired or missing)",
+    "403": "permission denied on {url}: the authToken does not allow this (a read-only token?)",
+}
+"""What a libSQL server's 401 and 403 mean, as sqld 0.24 sends them (``The JWT is invalid``, ``Auth string
+does not conform to '<scheme> <token>' form``, ``Authorization forbidden``): refused, not worth retrying."""
+
+
+def _status(exc: BaseException) -> str | None:
+    """The HTTP status of a server's answer in a driver error (``api error: `status=401 ...``), if one came."""
+    answered = re.search(r"api error: `status=(\d+)", str(exc).lower())
+    return answered.group(1) if answered else None
+
+
 def _error_kind(exc: BaseException) -> type[WorkmemError]:
     """Busy past ``busy_timeout``, unreachable or dropped, or else refused (read-only, SQL error, HTTP 401, ...)."""
     if _is_busy(exc):
         return BackendBusyError
     message = str(exc).lower()
-    answered = re.search(r"api error: `status=(\d+)", message)
-    if answered:  # the server answered: judged by its HTTP status, not by its body
-        unavailable = answered.group(1) in _UNAVAILABLE_STATUSES
+    status = _status(exc)
+    if status is not None:  # the server answered: judged by its HTTP status, not by its body
+        unavailable = status in _UNAVAILABLE_STATUSES
     else:
         unavailable = any(text in message for text in _UNAVAILABLE_MESSAGES)
     return BackendUnavailableError if unavailable else BackendRefusedError
@@ -451,6 +480,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         self._url = mask_url(url or database) if self._remote else (url or database)
         self._busy_timeout = float(busy_timeout)
         self._memory = database == ":memory:"
+        self._writer = writer_lock(database) if self._remote else None
+        """One write at a time to a server from this process (see :mod:`.remote`); ``None`` for a local database."""
         self._path = None if self._remote or self._memory else os.path.realpath(database)
         """The database file's real path (``None`` for ``:memory:`` and remote servers)."""
         if self._remote and synchronous is not None:
@@ -588,7 +619,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             )
 
     def _error(self, exc: BaseException, doing: str = "error on") -> WorkmemError:
-        return driver_error(_error_kind(exc), f"libSQL {doing} {self._url}", exc, self._token)
+        refusal = _REFUSALS.get(_status(exc) or "")
+        context = f"libSQL {refusal.format(url=self._url)}" if refusal else f"libSQL {doing} {self._url}"
+        return driver_error(_error_kind(exc), context, exc, self._token)
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -707,7 +740,10 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
 
     async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
         sql, params = self.dialect.render(statement)
-        return self._attempt(sql, params)
+        if read:
+            return self._attempt(sql, params)
+        with writing(self._writer, self._busy_timeout, f"write to {self._url}"):
+            return self._attempt(sql, params)
 
     async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
         # The hot path of get_thread / get_resource: the read built once, one pooled connection, one
@@ -789,7 +825,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
     def _locked(self) -> Iterator[Run]:
         """A write transaction (``BEGIN IMMEDIATE``: the database locked) on a pooled connection."""
         self._look_for_foreign_sqlite()
-        with self._connection() as conn:
+        with writing(self._writer, self._busy_timeout, f"write to {self._url}"), self._connection() as conn:
             self._retry_busy(conn.execute, self.dialect.begin_write)
             try:
                 yield functools.partial(self._run, conn)
