@@ -91,6 +91,7 @@ from workmem.checks import (
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
+    StorageClosedError,
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
@@ -187,6 +188,9 @@ class MongoHooks(StorageHooks):
     # -- plumbing --------------------------------------------------------------------
 
     def _driver(self, action: str) -> AbstractContextManager[None]:
+        """Map the driver's errors for one call; a closed storage refuses it first (a client passed in stays open)."""
+        if self._closed:
+            raise StorageClosedError(f"this {type(self).__name__} is closed ({self._secrets.masked_url})")
         return driver_errors(self._errors, self._secrets, action)
 
     async def _retry(self, action: str, attempt: Callable[[], Awaitable[T | None]]) -> T:
