@@ -24,6 +24,7 @@ __all__ = [
     "DriverError",
     "MissingDriverError",
     "MissingTablesError",
+    "QueryTimeoutError",
     "ReadOnlyMemoryError",
     "StorageClosedError",
     "ThreadExistsError",
@@ -198,8 +199,15 @@ class BackendRefusedError(WorkmemError):
 class StorageClosedError(WorkmemError):
     """The storage object was closed (``close()``, or the end of its ``with`` block). Not worth retrying.
 
-    Open a new one with ``connect()``. (The in-memory adapter has nothing to
-    close and keeps working.)
+    Open a new one with ``connect()``. Every adapter raises it, the in-memory one included.
+    """
+
+
+class QueryTimeoutError(WorkmemError, TimeoutError):
+    """A read-only ``query()`` ran longer than its ``timeout`` and was stopped; nothing changed.
+
+    Not retried for you: the same statement on the same data takes as long again.
+    Give it more time, or ask for less (a ``LIMIT``, an index).
     """
 
 

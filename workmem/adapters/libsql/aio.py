@@ -41,6 +41,8 @@ class AsyncLibSQLStorage(ThreadedAsyncStorage):
     def __repr__(self) -> str:
         return f"AsyncLibSQLStorage({self.storage!r})"
 
-    async def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """See :meth:`LibSQLStorage.query` (read-only, enforced by the database), on a worker thread."""
-        return await self._in_thread(functools.partial(self.storage.query, sql, params))
+    async def query(
+        self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = None
+    ) -> list[tuple[Any, ...]]:
+        """See :meth:`LibSQLStorage.query` (read-only, enforced by the database; ``timeout`` stops it), awaited."""
+        return await self._in_thread(functools.partial(self.storage.query, sql, params, timeout=timeout))

@@ -95,6 +95,7 @@ from workmem.storage import Capabilities, MemoryStorage, check_create, missing_t
 
 from .dialect import SQLiteDialect
 from .foreign import foreign_sqlite, own
+from .query_worker import QueryWorker
 from .readonly import refused_pragma, refused_program
 from .remote import writer_lock, writing
 
@@ -511,6 +512,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
         self._reader_lock = threading.Lock()
         self._reader_closed = False  # set under _reader_lock by close(): no reader opens after it
+        self._query_worker: QueryWorker | None = None  # a file's query() process, started by the first call
         self._pool_size = 1 if self._memory else pool_size
         self._pool = _Pool(self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released)
         try:
@@ -659,16 +661,17 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 cursor.close()
             raise
 
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = None) -> list[tuple[Any, ...]]:
         """The rows of one read-only SQL statement on this database, through workmem's own SQLite.
 
         What Python's ``sqlite3`` module would be opened for, without its danger (see the
         module's documentation): ``storage.query('SELECT id, json(metadata) FROM mastra_threads
-        WHERE "resourceId" = ?', ["user-1"])`` (``?`` parameters, bound in order). The database
-        enforces read-only: a file is read through a connection of its own, opened with
-        ``mode=ro``, under ``PRAGMA query_only``; ``:memory:`` runs under ``PRAGMA query_only``.
-        A statement that would write (``ATTACH``, ``DETACH`` and ``VACUUM INTO`` included), or any other
-        SQL error, raises :class:`ValidationError` and changes nothing. Remote servers are not supported.
+        WHERE "resourceId" = ?', ["user-1"])`` (``?`` parameters, bound in order: ``None``, ``int``,
+        ``float``, ``str`` or ``bytes``). The database enforces read-only: a file is read through a
+        connection of its own, opened with ``mode=ro``, under ``PRAGMA query_only``; ``:memory:`` runs
+        under ``PRAGMA query_only``. A statement that would write (``ATTACH``, ``DETACH`` and
+        ``VACUUM INTO`` included), or any other SQL error, raises :class:`ValidationError` and
+        changes nothing. Remote servers are not supported.
 
         Nothing outlives the call: each statement runs in a read transaction of its own, so
         ``BEGIN``, ``SAVEPOINT``, ``COMMIT``, ``RELEASE`` and ``ROLLBACK`` are refused, and so is
@@ -676,11 +679,24 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         would stay set on the connection (see :mod:`~workmem.adapters.libsql.readonly`). A pragma
         without a value reads it (``PRAGMA journal_mode``, ``PRAGMA table_info(mastra_threads)``).
         Only the first statement of a string of several runs (the driver ignores the rest).
+
+        On a file, the statement runs in a worker process of this storage's
+        (:mod:`~workmem.adapters.libsql.query_worker`), so a long one never stops this process's
+        other threads; ``timeout`` (seconds) stops it there and raises
+        :class:`~workmem.errors.QueryTimeoutError`. ``None`` (the default) waits for it to end.
+        A ``:memory:`` database lives in this process and takes no ``timeout``.
         """
         if not isinstance(sql, str):
             raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
         if not isinstance(params, list | tuple):
             raise ValidationError(f"query() parameters are a list or tuple (bound to ?), not {type(params).__name__}")
+        for value in params:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float | str | bytes)):
+                raise ValidationError(
+                    f"query() parameters are None, int, float, str or bytes, not {type(value).__name__}"
+                )
+        if timeout is not None:
+            check_number("query() timeout", timeout, positive=True)
         if self._remote:
             raise ValidationError("query() reads a local database file or :memory:, not a remote libSQL server")
         if self._pool.closed:
@@ -688,10 +704,29 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         reason = refused_pragma(sql)  # before SQLite compiles it: compiling a pragma applies its value
         if reason is not None:
             raise ValidationError(f"query() on {self._url} refused: {reason}")
-        self._look_for_foreign_sqlite()
         if self._memory:
+            if timeout is not None:
+                raise ValidationError(
+                    "query() takes no timeout on :memory: (the database lives in this process, where the "
+                    "libsql driver cannot stop a running statement); use a database file"
+                )
+            self._look_for_foreign_sqlite()
             with self._connection() as conn:
                 return self._query_only(conn, sql, params, reset=True)
+        return self._worker().run(sql, params, timeout)
+
+    def _worker(self) -> QueryWorker:
+        with self._reader_lock:
+            if self._query_worker is None:
+                if self._reader_closed:
+                    raise StorageClosedError("the libSQL storage is closed")
+                assert self._path is not None
+                self._query_worker = QueryWorker(self._path, busy_timeout=self._busy_timeout, where=self._url)
+            return self._query_worker
+
+    def _query_here(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """A file's ``query()`` in this process: what the query worker process runs (its storage is read-only)."""
+        self._look_for_foreign_sqlite()
         assert self._path is not None
         with self._reader_lock:  # one read-only connection of its own, opened on first use
             if self._reader is None:
@@ -859,6 +894,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         with self._reader_lock:  # first: were a read-only connection the file's last to close, the WAL would stay
             self._reader_closed = True
             self._drop_reader()
+            worker, self._query_worker = self._query_worker, None
+        if worker is not None:
+            worker.close()  # before the last connection: the worker's read-only one goes with its process
         writable = self._path is not None and not self._read_only
         self._pool.close(last=self._truncate_wal if writable else None)
 
