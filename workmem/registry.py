@@ -75,6 +75,7 @@ _BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
         "upstash+https": _UPSTASH,
         "mongodb": _MONGODB,
         "mongodb+srv": _MONGODB,
+        "wire": AdapterSpec("workmem.adapters.wire:WireStorage"),
     }
 )
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .suite import API_ENV, URL_ENV, configured_api, configured_url
+from .suite import API_ENV, STATUS_PROPERTY, URL_ENV, configured_api, configured_url
 from .target import masked
 
 __all__ = ["SUITE_MODULE"]
@@ -80,6 +80,18 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     source = "--workmem-url" if config.getoption("workmem_url") else URL_ENV
     profile = config.getoption("workmem_profile") or "ci"
     return f"workmem conformance suite: {masked(url)} (from {source}), profile {profile}, {api} API"
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A check that met a harness error or an unsupported operation is counted as such, not as failed or skipped."""
+    if report.when != "call":
+        return None
+    status = dict(report.user_properties).get(STATUS_PROPERTY)
+    if status == "harness_error":
+        return "harness error", "H", "HARNESS ERROR"
+    if status == "unsupported":
+        return "unsupported", "U", "UNSUPPORTED"
+    return None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
