@@ -1,4 +1,4 @@
-"""What a storage tells the conformance suite besides the contract's outcomes: harness errors and unsupported operations.
+"""What a store tells the conformance suite besides the contract's outcomes: harness errors, unsupported operations.
 
 A store run over the wire (:mod:`workmem.adapters.wire`) may break the protocol
 (:class:`~workmem.errors.HarnessError`) or declare that it cannot do an

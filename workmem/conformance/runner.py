@@ -73,10 +73,10 @@ def _overruled(status: Status, reason: str | None, incidents: list[Incident]) ->
     unsupported (unless it was skipped before it got there).
     """
     for kind in ("harness_error", "unsupported"):
-        found = [i.message for i in incidents if i.kind == kind]
+        found = list(dict.fromkeys(i.message for i in incidents if i.kind == kind))  # distinct, first first
         if found and (kind == "harness_error" or status != "skipped"):
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-            return kind, found[0] + more  # type: ignore[return-value]
+            return kind, found[0] + more
     return status, reason
 
 

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Self
 from workmem import incidents
 from workmem.aio import AsyncMemoryStorage
 from workmem.checks import ListQuery, ScopeTarget, check_create
-from workmem.errors import HarnessError, OperationNotSupportedError, ValidationError
+from workmem.errors import OperationNotSupportedError, ValidationError
 from workmem.flows import Capabilities, StorageHooks
 from workmem.kit import check_number, check_options
 from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset
@@ -331,5 +331,3 @@ class AsyncWireStorage(WireHooks, AsyncMemoryStorage):
 
     async def _pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-

@@ -178,7 +178,8 @@ class StoreProcess:
         self._stderr_reader.join(timeout=5)
         if not self._closed:
             tail = self.stderr_tail()
-            self._break(harness(f"the store process exited with status {code}" + (f": {tail}" if tail else ""), "crash"))
+            said = f": {tail}" if tail else ""
+            self._break(harness(f"the store process exited with status {code}{said}", "crash"))
 
     def _shown(self, raw: bytes) -> str:
         return mask_secrets(raw.decode(errors="replace").rstrip()[:300], *self._secrets)
