@@ -76,6 +76,22 @@ _BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
         "mongodb": _MONGODB,
         "mongodb+srv": _MONGODB,
         "wire": AdapterSpec("workmem.adapters.wire:WireStorage"),
+        **dict.fromkeys(
+            (
+                "mastra+pg",
+                "mastra+postgres",
+                "mastra+postgresql",
+                "mastra+file",
+                "mastra+libsql",
+                "mastra+libsql+http",
+                "mastra+libsql+https",
+                "mastra+libsql+ws",
+                "mastra+libsql+wss",
+                "mastra+upstash+http",
+                "mastra+upstash+https",
+            ),
+            AdapterSpec("workmem.adapters.wire.mastra:MastraStorage"),
+        ),
     }
 )
 

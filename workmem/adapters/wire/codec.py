@@ -84,67 +84,59 @@ def encode_thread(thread: Thread) -> dict[str, Any]:
     }
 
 
-def _field(value: Mapping[str, Any], key: str, kinds: type | tuple[type, ...], what: str) -> Any:
-    if key not in value or not isinstance(value[key], kinds) or isinstance(value[key], bool):
-        raise malformed(f"{what}: {key!r} missing or of the wrong type in {str(value)[:300]}")
-    return value[key]
+def _time(value: Mapping[str, Any], key: str) -> datetime:
+    text = value.get(key)
+    if not isinstance(text, str):
+        raise ValueError(f"{key!r} that is no string")
+    return from_iso(text, zone_required=True)
 
 
-def _time(value: Mapping[str, Any], key: str, what: str) -> datetime:
-    text = _field(value, key, str, what)
-    try:
-        return from_iso(text, zone_required=True)
-    except ValueError as exc:  # ValidationError is a ValueError too
-        raise malformed(f"{what}: {key!r} is no ISO-8601 time with a zone ({text[:60]!r}): {exc}") from None
-
-
-def _metadata(value: Mapping[str, Any], what: str) -> dict[str, Any] | None:
+def _metadata(value: Mapping[str, Any]) -> dict[str, Any] | None:
     metadata = value.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
-        raise malformed(f"{what}: 'metadata' is neither an object nor null")
+        raise ValueError(f"'metadata' that is a {type(metadata).__name__}, neither an object nor null")
     return metadata
 
 
+def _record(value: Any, what: str) -> str:
+    """The id of a record a store sent; a :class:`HarnessError` when it is no object with a string ``id``."""
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        raise malformed(f"{what} is not a JSON object with a string 'id': {str(value)[:300]}")
+    return value["id"]
+
+
+def _wrong(kind: str, record_id: str, problem: Exception) -> UnreadableRecordError:
+    return UnreadableRecordError(kind, record_id, f"the store sent {problem}")
+
+
 def decode_resource(value: Any, what: str = "a resource") -> Resource:
-    """The resource a store sent: a :class:`HarnessError` for a value of the wrong shape (the protocol broken), an
-    :class:`~workmem.errors.UnreadableRecordError` for one of the right shape that is no valid record (the store's
-    answer is wrong: a check reports it as the store's failure)."""
-    if not isinstance(value, dict):
-        raise malformed(f"{what} is not a JSON object: {str(value)[:300]}")
-    memory = value.get("workingMemory")
-    if memory is not None and not isinstance(memory, str):
-        raise malformed(f"{what}: 'workingMemory' is neither a string nor null")
+    """The resource a store sent.
+
+    A value that is no object with a string ``id`` breaks the protocol (:class:`HarnessError`); a record
+    with a field of the wrong type or value (a title that is an object, a float sent as an integer beyond
+    2**53) is the store's wrong answer: :class:`~workmem.errors.UnreadableRecordError`, which a check reports
+    as the store's failure.
+    """
+    record_id = _record(value, what)
     try:
-        return Resource(
-            _field(value, "id", str, what),
-            memory,
-            _metadata(value, what),
-            _time(value, "createdAt", what),
-            _time(value, "updatedAt", what),
-        )
-    except WorkmemError as exc:
-        if isinstance(exc, HarnessError):
-            raise
-        raise UnreadableRecordError("resource", str(value.get("id")), f"the store sent {exc}") from None
+        memory = value.get("workingMemory")
+        if memory is not None and not isinstance(memory, str):
+            raise ValueError(f"'workingMemory' that is a {type(memory).__name__}, not a string")
+        return Resource(record_id, memory, _metadata(value), _time(value, "createdAt"), _time(value, "updatedAt"))
+    except (ValueError, WorkmemError) as exc:  # ValidationError is both
+        raise _wrong("resource", record_id, exc) from None
 
 
 def decode_thread(value: Any, what: str = "a thread") -> Thread:
-    """The thread a store sent; a :class:`HarnessError` for anything else."""
-    if not isinstance(value, dict):
-        raise malformed(f"{what} is not a JSON object: {str(value)[:300]}")
+    """The thread a store sent (see :func:`decode_resource`)."""
+    record_id = _record(value, what)
     try:
-        return Thread(
-            _field(value, "id", str, what),
-            _field(value, "resourceId", str, what),
-            _field(value, "title", str, what),
-            _metadata(value, what),
-            _time(value, "createdAt", what),
-            _time(value, "updatedAt", what),
-        )
-    except WorkmemError as exc:
-        if isinstance(exc, HarnessError):
-            raise
-        raise UnreadableRecordError("thread", str(value.get("id")), f"the store sent {exc}") from None
+        owner, title = value.get("resourceId"), value.get("title")
+        if not isinstance(owner, str) or not isinstance(title, str):
+            raise ValueError(f"a 'resourceId' or 'title' that is no string ({str(owner)[:60]!r}, {str(title)[:60]!r})")
+        return Thread(record_id, owner, title, _metadata(value), _time(value, "createdAt"), _time(value, "updatedAt"))
+    except (ValueError, WorkmemError) as exc:
+        raise _wrong("thread", record_id, exc) from None
 
 
 def ids(value: Any, what: str) -> tuple[str, ...]:
