@@ -114,10 +114,11 @@ const ops = {
       });
     }
     const pkg = { pg: "@mastra/pg", libsql: "@mastra/libsql", upstash: "@mastra/upstash" }[spec.kind] ?? spec.kind;
-    const { default: manifest } = await import(`${pkg}/package.json`, { with: { type: "json" } }).catch(() => ({ default: {} }));
+    const version = async (name) =>
+      (await import(`${name}/package.json`, { with: { type: "json" } }).catch(() => ({ default: {} }))).default.version ?? "?";
     return {
       protocol: PROTOCOL,
-      store: `${pkg} ${manifest.version ?? "?"} with @mastra/memory`,
+      store: `${pkg} ${await version(pkg)}, @mastra/memory ${await version("@mastra/memory")}, @mastra/core ${await version("@mastra/core")}`,
       capabilities: { cross_process_atomic: false, persistent: true, unsupported: UNSUPPORTED },
     };
   },

@@ -320,8 +320,9 @@ def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
     if profiles:
         intro += f" (profile {', '.join(profiles)})"
     lines += [
-        intro + ": ✅ passed · ❌ failed · ⏭ skipped · ⚠ expected failure (xfail) · — not run · "
-        "no report: no report was merged for that backend.",
+        intro + ": ✅ passed · ❌ failed · ⏭ skipped · ⚠ expected failure (xfail) · 🚫 not supported (the store "
+        "declares it has no way to do an operation the check needs) · 💥 harness error (the store broke the wire "
+        "protocol: no verdict) · — not run · no report: no report was merged for that backend.",
         "",
         _row(["Check", *(c.label for c in table.columns)]),
         _row(["---", *(":-:" for _ in table.columns)]),
