@@ -100,9 +100,10 @@ def _metadata(value: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _record(value: Any, what: str) -> str:
     """The id of a record a store sent; a :class:`HarnessError` when it is no object with a string ``id``."""
-    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+    record_id = value.get("id") if isinstance(value, dict) else None
+    if not isinstance(record_id, str):
         raise malformed(f"{what} is not a JSON object with a string 'id': {str(value)[:300]}")
-    return value["id"]
+    return record_id
 
 
 def _wrong(kind: str, record_id: str, problem: Exception) -> UnreadableRecordError:
