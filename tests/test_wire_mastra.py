@@ -12,13 +12,13 @@ import contextlib
 import json
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from mastra_node import require_mastra
+from test_wire import _console_script
 
 import workmem
 from workmem.adapters.wire.mastra import SCHEMES, MastraStorage, store_spec
@@ -30,11 +30,6 @@ pytestmark = pytest.mark.backend("mastra")
 
 ROOT = Path(__file__).resolve().parent.parent
 UNSUPPORTED_OPS = {"create_thread", "resource_page", "thread_page", "insert_resources", "insert_threads"}
-
-
-def _console_script() -> list[str]:
-    script = Path(sys.executable).with_name("workmem")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "workmem.cli"]
 
 
 @contextlib.contextmanager

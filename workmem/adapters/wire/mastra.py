@@ -29,25 +29,14 @@ from urllib.parse import unquote
 from workmem.checks import check_create
 from workmem.errors import MissingDriverError, ValidationError
 from workmem.kit import check_options, query_pairs, scheme_of
+from workmem.registry import MASTRA_SCHEMES
 from workmem.urls import url_secrets
 
 from .hooks import PROTOCOL, AsyncWireStorage, Launch, WireStorage, timeout_of
 
 __all__ = ["SCHEMES", "AsyncMastraStorage", "MastraStorage", "mastra_launch", "store_spec"]
 
-SCHEMES = (
-    "mastra+pg",
-    "mastra+postgres",
-    "mastra+postgresql",
-    "mastra+file",
-    "mastra+libsql",
-    "mastra+libsql+http",
-    "mastra+libsql+https",
-    "mastra+libsql+ws",
-    "mastra+libsql+wss",
-    "mastra+upstash+http",
-    "mastra+upstash+https",
-)
+SCHEMES = MASTRA_SCHEMES
 INTEROP_ENV, NODE_ENV = "WORKMEM_MASTRA_INTEROP", "WORKMEM_NODE"
 
 
