@@ -176,7 +176,7 @@ class StoreProcess:
             return
         code = self._proc.wait()
         self._stderr_reader.join(timeout=5)
-        if not self._closed:
+        if not self._closed and self._broken is None:  # (a timeout or a malformed line killed it: said already)
             tail = self.stderr_tail()
             said = f": {tail}" if tail else ""
             self._break(harness(f"the store process exited with status {code}{said}", "crash"))
