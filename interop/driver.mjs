@@ -28,6 +28,7 @@
 
 import { Memory } from "@mastra/memory";
 import { createClient } from "@libsql/client";
+import { openStore } from "./stores.mjs";
 
 function decode(value) {
   if (Array.isArray(value)) return value.map(decode);
@@ -46,36 +47,6 @@ function encode(value) {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, encode(v)]));
   }
   return value === undefined ? null : value;
-}
-
-async function openStore(spec) {
-  const id = "workmem-interop";
-  switch (spec.kind) {
-    case "none":
-      return null;
-    case "pg": {
-      const { PostgresStore } = await import("@mastra/pg");
-      return new PostgresStore({ id, connectionString: spec.connectionString, schemaName: spec.schemaName });
-    }
-    case "libsql": {
-      const { LibSQLStore } = await import("@mastra/libsql");
-      return new LibSQLStore({ id, url: spec.url });
-    }
-    case "upstash": {
-      const { UpstashStore } = await import("@mastra/upstash");
-      return new UpstashStore({ id, url: spec.url, token: spec.token });
-    }
-    case "mongodb": {
-      const { MongoDBStore } = await import("@mastra/mongodb");
-      return new MongoDBStore({ id, url: spec.url, dbName: spec.dbName });
-    }
-    case "oracle": {
-      const { OracleStore } = await import("@mastra/oracledb");
-      return new OracleStore({ id, user: spec.user, password: spec.password, connectString: spec.connectString });
-    }
-    default:
-      throw new Error(`unknown store kind ${spec.kind}`);
-  }
 }
 
 const DOMAIN_OPS = new Set([

@@ -7,9 +7,10 @@ Markdown compatibility table (see :mod:`workmem.conformance.table`).
 runs the conformance suite against ``URL`` (through the sync API, or with ``--api async`` the same
 checks through ``workmem.connect_async``) and prints a table of the checks (on stderr when
 ``--json -`` puts the JSON report alone on stdout); the exit status is 0 only if every required
-check passed (1 if a check failed, 2 if the suite could not run or an argument is wrong, 130 on
-Ctrl-C). Without ``URL`` it uses the embedded libSQL default, a ``workmem.db`` in a fresh
-temporary folder (or ``memory://`` when the libSQL adapter is not available).
+check passed (1 if a check failed, met a harness error or needed an operation the store does not support,
+2 if the suite could not run or an argument is wrong, 130 on Ctrl-C). ``URL`` may be ``wire:COMMAND``, a
+store in another program (see ``docs/wire-protocol.md``). Without ``URL`` it uses the embedded libSQL
+default, a ``workmem.db`` in a fresh temporary folder (or ``memory://`` when the libSQL adapter is not available).
 
 ``workmem copy SRC_URL DST_URL [--overwrite] [--verify] [--no-create] [--page-size N]``, ``workmem export URL
 [-o FILE]`` and ``workmem import URL FILE [--no-create]`` move records between backends (see

@@ -22,8 +22,10 @@ __all__ = [
     "BackendRefusedError",
     "BackendUnavailableError",
     "DriverError",
+    "HarnessError",
     "MissingDriverError",
     "MissingTablesError",
+    "OperationNotSupportedError",
     "QueryTimeoutError",
     "ReadOnlyMemoryError",
     "StorageClosedError",
@@ -213,6 +215,34 @@ class QueryTimeoutError(WorkmemError, TimeoutError):
 
 class ReadOnlyMemoryError(WorkmemError):
     """A write was attempted through a read-only ``Memory``."""
+
+
+class HarnessError(WorkmemError):
+    """The store under test broke the harness's protocol, so no outcome of the contract can be read from it.
+
+    Raised by the wire adapter (:mod:`workmem.adapters.wire`) when the store's
+    process crashed or exited, wrote a line that is not a well-formed response,
+    did not answer in time, or named an error class workmem does not have. The
+    conformance suite reports a check that met one as ``harness_error``: never
+    as passed, never as failed. ``kind`` is ``"crash"``, ``"malformed"``,
+    ``"timeout"`` or ``"unknown_error_class"``.
+    """
+
+    def __init__(self, message: str, *, kind: str = "malformed") -> None:
+        super().__init__(f"harness error ({kind}): {message}")
+        self.kind = kind
+
+
+class OperationNotSupportedError(WorkmemError):
+    """The store declared that it has no way to do this operation (``Capabilities.unsupported``). Nothing changed.
+
+    The conformance suite reports a check that needed it as ``unsupported``,
+    neither passed nor failed.
+    """
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"the store does not support {operation}")
+        self.operation = operation
 
 
 class DriverError(Exception):

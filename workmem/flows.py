@@ -101,6 +101,9 @@ class Capabilities:
     """Owner checks and merges stay atomic between separate processes (not only threads of one)."""
     persistent: bool
     """Data outlives the process that wrote it."""
+    unsupported: frozenset[str] = frozenset()
+    """Hooks (without their ``_``: ``"create_thread"``, ``"resource_page"``) the store has no way to do; calling one
+    raises :class:`~workmem.errors.OperationNotSupportedError` (a store of another program, run over the wire)."""
 
 
 class SuspendedInSyncFlow(RuntimeError):

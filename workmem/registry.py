@@ -56,6 +56,21 @@ _ORACLE = AdapterSpec("workmem.adapters.oracle:OracleStorage", "oracle")
 _UPSTASH = AdapterSpec("workmem.adapters.upstash:UpstashStorage", "upstash")
 _MONGODB = AdapterSpec("workmem.adapters.mongodb:MongoStorage", "mongodb")
 
+MASTRA_SCHEMES = (
+    "mastra+pg",
+    "mastra+postgres",
+    "mastra+postgresql",
+    "mastra+file",
+    "mastra+libsql",
+    "mastra+libsql+http",
+    "mastra+libsql+https",
+    "mastra+libsql+ws",
+    "mastra+libsql+wss",
+    "mastra+upstash+http",
+    "mastra+upstash+https",
+)
+"""The published TypeScript Mastra stores, run through the wire protocol (:mod:`workmem.adapters.wire.mastra`)."""
+
 _BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
     {
         "memory": AdapterSpec("workmem.adapters.reference:InMemoryStorage"),
@@ -75,6 +90,8 @@ _BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
         "upstash+https": _UPSTASH,
         "mongodb": _MONGODB,
         "mongodb+srv": _MONGODB,
+        "wire": AdapterSpec("workmem.adapters.wire:WireStorage"),
+        **dict.fromkeys(MASTRA_SCHEMES, AdapterSpec("workmem.adapters.wire.mastra:MastraStorage")),
     }
 )
 

@@ -347,7 +347,9 @@ def adapter_name(storage: MemoryStorage) -> str:
     if isinstance(inner, ThreadedAsyncStorage):
         sync = type(inner.storage)
         name += f"[{sync.__module__}:{sync.__qualname__}]"
-    return name
+        inner = inner.storage
+    store = getattr(inner, "store", None)  # a store over the wire: what it called itself
+    return f"{name} ({store})" if isinstance(store, str) else name
 
 
 def adapter_module(storage: MemoryStorage) -> str:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from workmem.incidents import note
 from workmem.records import Thread
 from workmem.registry import builtin_schemes, resolve
 from workmem.urls import scheme_of
@@ -97,7 +98,10 @@ def spawn(
             out, err = raw_out.decode(errors="replace"), raw_err.decode(errors="replace")
             lines = out.strip().splitlines()
             assert proc.returncode == 0 and lines, f"a worker process failed: {err.strip()[-2000:]}"
-            results.append(json.loads(lines[-1]))
+            result = json.loads(lines[-1])
+            for kind, message in result.pop("incidents", []):  # the check is reported by them
+                note(kind, f"in a worker process: {message}")
+            results.append(result)
     finally:
         for proc in procs:
             if proc.poll() is None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from .suite import API_ENV, URL_ENV, configured_api, configured_url
+from .suite import API_ENV, STATUS_PROPERTY, URL_ENV, configured_api, configured_url
 from .target import masked
 
 __all__ = ["SUITE_MODULE"]
@@ -98,6 +98,18 @@ def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, item
             api = getattr(cls, "workmem_api", None) or configured_api(config)
             lines[where] = f"workmem conformance: {where}, profile {profile}, {api} API"
     return list(lines.values())
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A check that met a harness error or an unsupported operation is counted as such, not as failed or skipped."""
+    if report.when != "call":
+        return None
+    status = dict(report.user_properties).get(STATUS_PROPERTY)
+    if status == "harness_error":
+        return "harness error", "H", "HARNESS ERROR"
+    if status == "unsupported":
+        return "unsupported", "U", "UNSUPPORTED"
+    return None
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,7 +10,7 @@ from workmem.validation import json_type
 
 __all__ = ["APIS", "STATUSES", "Api", "CheckResult", "Report", "ReportFormatError", "Status"]
 
-Status = Literal["passed", "failed", "skipped", "xfailed"]
+Status = Literal["passed", "failed", "skipped", "xfailed", "unsupported", "harness_error"]
 STATUSES: Final = frozenset(get_args(Status))
 """The check outcomes a report may contain."""
 Api = Literal["sync", "async"]
@@ -50,7 +50,9 @@ class CheckResult:
     required: bool
     """Whether every adapter must pass it (optional checks are gated on a capability)."""
     status: Status
-    """``passed``, ``failed``, ``skipped`` (optional check, capability not declared) or ``xfailed``."""
+    """``passed``, ``failed``, ``skipped`` (optional check, capability not declared), ``xfailed``,
+    ``unsupported`` (the store declared an operation the check needs unsupported) or ``harness_error`` (the
+    store broke the wire protocol: no verdict on the contract, see :class:`~workmem.errors.HarnessError`)."""
     reason: str | None
     """Why it failed, was skipped or is expected to fail (secrets masked); ``None`` when it passed."""
     duration_s: float
@@ -100,9 +102,9 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """Every required check passed and no check failed."""
+        """Every required check passed and no check failed or met a harness error."""
         return all(c.status == "passed" for c in self.checks if c.required) and not any(
-            c.status == "failed" for c in self.checks
+            c.status in ("failed", "harness_error") for c in self.checks
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -157,14 +159,15 @@ class Report:
         return report
 
     def counts(self) -> dict[str, int]:
-        counts = {"passed": 0, "failed": 0, "skipped": 0, "xfailed": 0}
+        counts = dict.fromkeys(get_args(Status), 0)
         for c in self.checks:
             counts[c.status] += 1
         return counts
 
     def format_failures(self) -> str:
-        """The full reason of every failed check (falsifying examples included)."""
-        parts = [f"--- {c.name} ---\n{c.reason}" for c in self.checks if c.status == "failed"]
+        """The full reason of every failed check, and of every harness error (falsifying examples included)."""
+        shown = {"failed": "", "harness_error": " (harness error)"}
+        parts = [f"--- {c.name}{shown[c.status]} ---\n{c.reason}" for c in self.checks if c.status in shown]
         return "\n\n".join(parts)
 
     def format_table(self) -> str:

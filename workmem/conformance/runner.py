@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 
 import workmem
+from workmem.incidents import Incident, watching
 from workmem.timestamps import to_iso
 
 from .apis import Api, adapter_module, adapter_name, check_api
@@ -64,26 +65,43 @@ def describe_failure(exc: BaseException) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 20] + "\n... (truncated)"
 
 
+def _overruled(status: Status, reason: str | None, incidents: list[Incident]) -> tuple[Status, str | None]:
+    """What a check that met a harness error or an unsupported operation is reported as, whatever it concluded.
+
+    A harness error (the store broke the wire protocol) says nothing about the contract: the
+    check is neither passed nor failed. Nor is one that needed an operation the store declared
+    unsupported (unless it was skipped before it got there).
+    """
+    for kind in ("harness_error", "unsupported"):
+        found = list(dict.fromkeys(i.message for i in incidents if i.kind == kind))  # distinct, first first
+        if found and (kind == "harness_error" or status != "skipped"):
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            return kind, found[0] + more
+    return status, reason
+
+
 def _execute(check: Check, target: Target, profile: Profile, xfail: str | None) -> CheckResult:
     started = time.perf_counter()
     status: Status
     ctx = CheckContext(target, profile)
-    try:
-        if check.capability is not None and not getattr(ctx.capabilities, check.capability):
-            status, reason = "skipped", f"the adapter does not declare capabilities.{check.capability}"
-        else:
-            with shrink_budget(profile.shrink_seconds):
-                check.func(ctx)
-            status, reason = "passed", None
-    except CheckSkipped as exc:
-        if check.required:
-            status, reason = "failed", f"a required check cannot be skipped: {exc}"
-        else:
-            status, reason = "skipped", str(exc)
-    except Exception as exc:
-        status, reason = "failed", describe_failure(exc)
-    finally:
-        target.close_all()
+    with watching() as incidents:
+        try:
+            if check.capability is not None and not getattr(ctx.capabilities, check.capability):
+                status, reason = "skipped", f"the adapter does not declare capabilities.{check.capability}"
+            else:
+                with shrink_budget(profile.shrink_seconds):
+                    check.func(ctx)
+                status, reason = "passed", None
+        except CheckSkipped as exc:
+            if check.required:
+                status, reason = "failed", f"a required check cannot be skipped: {exc}"
+            else:
+                status, reason = "skipped", str(exc)
+        except Exception as exc:
+            status, reason = "failed", describe_failure(exc)
+        finally:
+            target.close_all()
+    status, reason = _overruled(status, reason, incidents)
     if xfail is not None:
         if status == "failed":
             status, reason = "xfailed", f"{xfail} [failure: {(reason or '').splitlines()[0]}]"

@@ -59,13 +59,22 @@ def configured_api(config: pytest.Config) -> Api:
         raise pytest.UsageError(f"{API_ENV}: {exc}") from None
 
 
+STATUS_PROPERTY = "workmem_status"
+"""The user property each check's test records its status under (the plugin names harness errors by it)."""
+
+
 def _make_test(check: Check) -> Callable[..., None]:
     def test(self: ConformanceTests, workmem_target: TargetLike, request: pytest.FixtureRequest) -> None:
         cls = type(self)
         profile = cls.workmem_profile or request.config.getoption("workmem_profile", default=None) or "ci"
         api = cls.workmem_api or configured_api(request.config)
         result = run_check(check, workmem_target, profile=profile, xfail=cls.xfail.get(check.name), api=api)
-        if result.status == "failed":
+        request.node.user_properties.append((STATUS_PROPERTY, result.status))  # the plugin shows the last two
+        if result.status == "harness_error":
+            pytest.fail(f"harness error, no verdict: {result.reason}", pytrace=False)
+        elif result.status == "unsupported":
+            pytest.skip(f"not supported: {result.reason}")
+        elif result.status == "failed":
             pytest.fail(result.reason or "failed", pytrace=False)
         elif result.status == "skipped":
             pytest.skip(result.reason or "skipped")

@@ -15,7 +15,8 @@ A directory argument stands for the ``*.json`` files in and below it
 backend, split by version, API and Python only where a backend has several; columns
 of one backend version whose results are identical on every Python are merged
 into one. Rows are the checks, in the order the suite ran them. Cells are ✅
-passed, ❌ failed (reason), ⏭ skipped (reason), ⚠ xfail (reason), "— not run"
+passed, ❌ failed (reason), ⏭ skipped (reason), ⚠ xfail (reason), 🚫 not supported (an operation
+the store declared unsupported), 💥 harness error (the store broke the wire protocol), "— not run"
 (the check is absent from that report) and "no report" for an expected backend
 with no report at all: nothing is ever shown as passing without a report that
 says so. The footer lists every source file with its start time.
@@ -107,6 +108,10 @@ class Cell:
             return f"⏭ skipped ({reason})" if reason else "⏭ skipped"
         if self.status == "xfailed":
             return f"⚠ xfail ({reason})" if reason else "⚠ xfail"
+        if self.status == "unsupported":
+            return f"🚫 not supported ({reason})" if reason else "🚫 not supported"
+        if self.status == "harness_error":
+            return f"💥 harness error ({reason})" if reason else "💥 harness error"
         if self.status == "not run":
             return "— not run"
         return "no report"
@@ -315,8 +320,9 @@ def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
     if profiles:
         intro += f" (profile {', '.join(profiles)})"
     lines += [
-        intro + ": ✅ passed · ❌ failed · ⏭ skipped · ⚠ expected failure (xfail) · — not run · "
-        "no report: no report was merged for that backend.",
+        intro + ": ✅ passed · ❌ failed · ⏭ skipped · ⚠ expected failure (xfail) · 🚫 not supported (the store "
+        "declares it has no way to do an operation the check needs) · 💥 harness error (the store broke the wire "
+        "protocol: no verdict) · — not run · no report: no report was merged for that backend.",
         "",
         _row(["Check", *(c.label for c in table.columns)]),
         _row(["---", *(":-:" for _ in table.columns)]),

@@ -17,6 +17,7 @@ from typing import Any
 import workmem
 from workmem.conformance.history import record_calls
 from workmem.conformance.target import Target
+from workmem.incidents import watching
 from workmem.records import Thread
 from workmem.urls import scheme_of
 
@@ -52,6 +53,17 @@ def _job(storage: workmem.MemoryStorage, job: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     job = json.loads(sys.stdin.readline())
+    with watching() as seen:
+        ready, result = _run(job)
+    if not ready:
+        print("ready")  # keep to the protocol: the parent reads one line before the result
+    if seen:  # harness errors and unsupported operations, for the parent to report the check by
+        result["incidents"] = [[i.kind, i.message] for i in seen]
+    print(json.dumps(result))
+    return 0
+
+
+def _run(job: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
     ready = False
     try:
         if job.get("adapter"):
@@ -67,10 +79,7 @@ def main() -> int:
             target.close_all()
     except Exception as exc:
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    if not ready:
-        print("ready")  # keep to the protocol: the parent reads one line before the result
-    print(json.dumps(result))
-    return 0
+    return ready, result
 
 
 if __name__ == "__main__":
