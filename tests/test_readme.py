@@ -120,7 +120,7 @@ def _commands() -> list[tuple[Path, list[str]]]:
     """Each command of the bash blocks, split into words (``&&``, ``;`` and ``|`` separate commands)."""
     commands = []
     for page, block in _blocks("bash"):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # a line ending in \ goes on on the next
             words = shlex.split(line, comments=True)
             command: list[str] = []
             for word in [*words, "&&"]:
