@@ -243,10 +243,17 @@ const ops = {
   list_threads: ({ resourceId, page: number, perPage, orderBy, direction }) => {
     const column = orderBy === "updated_at" ? "updatedAt" : "createdAt";
     const dir = direction === "desc" ? "DESC" : "ASC";
-    const total = sql("SELECT count(*) AS n FROM threads WHERE resourceId = ?").get(resourceId).n;
-    const rows = sql(`SELECT * FROM threads WHERE resourceId = ? ORDER BY ${column} ${dir}, id ${dir} LIMIT ? OFFSET ?`).all(
-      resourceId, perPage ?? -1, perPage == null ? 0 : number * perPage);
-    return { threads: rows.map(threadOf), total, unreadable: [] };
+    // The count and the page from one snapshot (one read transaction): a write between two autocommit
+    // reads would give a total that no moment had with this page.
+    db.exec("BEGIN");
+    try {
+      const total = sql("SELECT count(*) AS n FROM threads WHERE resourceId = ?").get(resourceId).n;
+      const rows = sql(`SELECT * FROM threads WHERE resourceId = ? ORDER BY ${column} ${dir}, id ${dir} LIMIT ? OFFSET ?`).all(
+        resourceId, perPage ?? -1, perPage == null ? 0 : number * perPage);
+      return { threads: rows.map(threadOf), total, unreadable: [] };
+    } finally {
+      db.exec("COMMIT");
+    }
   },
   merge_working_memory: (a) =>
     atomically(() => {
