@@ -62,9 +62,10 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
 class QueryWorker:
     """The child process that runs one storage's ``query()`` calls, one at a time."""
 
-    def __init__(self, path: str, *, busy_timeout: float, where: str) -> None:
+    def __init__(self, path: str, *, busy_timeout: float, synchronous: str, where: str) -> None:
         self._path = path
         self._busy_timeout = busy_timeout
+        self._synchronous = synchronous  # the storage's level: the child's connections run at it too
         self._where = where  # the storage's URL as shown, for messages
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
@@ -124,7 +125,7 @@ class QueryWorker:
         package_root = str(Path(workmem.__file__).resolve().parent.parent)  # this workmem, wherever it came from
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        command = [sys.executable, "-m", __name__, self._path, repr(self._busy_timeout)]
+        command = [sys.executable, "-m", __name__, self._path, repr(self._busy_timeout), self._synchronous]
         try:
             return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as exc:
@@ -154,7 +155,7 @@ class QueryWorker:
             self._stop()
 
 
-def _serve(path: str, busy_timeout: float) -> None:
+def _serve(path: str, busy_timeout: float, synchronous: str) -> None:
     """The child: answer requests from stdin until it closes."""
     from workmem.adapters.libsql.storage import LibSQLStorage
 
@@ -163,7 +164,7 @@ def _serve(path: str, busy_timeout: float) -> None:
     storage: LibSQLStorage | None = None
     opening_error: WorkmemError | None = None
     try:
-        storage = LibSQLStorage(path, create=False, read_only=True, busy_timeout=busy_timeout)
+        storage = LibSQLStorage(path, create=False, read_only=True, busy_timeout=busy_timeout, synchronous=synchronous)
     except WorkmemError as exc:
         opening_error = exc
     while header := requests.read(_HEADER.size):
@@ -182,4 +183,4 @@ def _serve(path: str, busy_timeout: float) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], float(sys.argv[2]))
+    _serve(sys.argv[1], float(sys.argv[2]), sys.argv[3])

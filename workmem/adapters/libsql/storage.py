@@ -721,7 +721,9 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 if self._reader_closed:
                     raise StorageClosedError("the libSQL storage is closed")
                 assert self._path is not None
-                self._query_worker = QueryWorker(self._path, busy_timeout=self._busy_timeout, where=self._url)
+                self._query_worker = QueryWorker(
+                    self._path, busy_timeout=self._busy_timeout, synchronous=self.synchronous or "full", where=self._url
+                )
             return self._query_worker
 
     def _query_here(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
