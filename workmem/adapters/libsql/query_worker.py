@@ -9,7 +9,7 @@ replaces. Across processes SQLite's locks are shared correctly, and the child op
 the file read-only, so the read-only rules are enforced by the database there as here.
 
 Frames on the pipes are a 4-byte big-endian length and a pickle: requests
-``(sql, params)``, replies ``("ok", rows)`` or ``("error", WorkmemError)``. Only this
+``(sql, params)``, replies ``("ok", rows)`` or ``("error", (WorkmemError, its DriverError cause or None))``. Only this
 module's own child is ever read from, so the pickles are trusted.
 
 :memory: databases live in this process, so their ``query()`` runs here, without a
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 import workmem
-from workmem.errors import BackendUnavailableError, QueryTimeoutError, StorageClosedError, WorkmemError
+from workmem.errors import BackendUnavailableError, DriverError, QueryTimeoutError, StorageClosedError, WorkmemError
 
 __all__ = ["QueryWorker"]
 
@@ -91,7 +91,8 @@ class QueryWorker:
             if status == "ok":
                 rows: list[tuple[Any, ...]] = value
                 return rows
-            error: WorkmemError = value
+            error, cause = value
+            error.__cause__ = cause  # a pickle drops it: the child sends the detached DriverError beside the error
             raise error
         finally:
             self._lock.release()
@@ -175,9 +176,10 @@ def _serve(path: str, busy_timeout: float, synchronous: str) -> None:
                 raise opening_error
             reply: tuple[str, Any] = ("ok", storage._query_here(sql, params))
         except WorkmemError as exc:
-            reply = ("error", exc)
+            cause = exc.__cause__ if isinstance(exc.__cause__, DriverError) else None
+            reply = ("error", (exc, cause))
         except Exception as exc:  # anything else is a defect; the parent gets a workmem error, not a crash
-            reply = ("error", BackendUnavailableError(f"query() worker: {type(exc).__name__}: {exc}"))
+            reply = ("error", (BackendUnavailableError(f"query() worker: {type(exc).__name__}: {exc}"), None))
         replies.write(_frame(reply))
         replies.flush()
 
