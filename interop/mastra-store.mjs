@@ -153,7 +153,10 @@ const ops = {
         resourceId: thread.resourceId,
         workingMemory: a.metadata.workingMemory,
       });
-      return threadOut(await domain.getThreadById({ threadId: a.id }));
+      // Mastra's update returns nothing: the thread is read back, and a thread deleted meanwhile is not found.
+      const after = await domain.getThreadById({ threadId: a.id });
+      if (!after) throw notFound(a.id);
+      return threadOut(after);
     }
     const updated = await domain.updateThread({
       id: a.id,
