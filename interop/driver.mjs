@@ -1,4 +1,4 @@
-// Runs the published Mastra packages for workmem's interop tests (tests/mastra_node.py).
+// Runs the published Mastra packages for workmem's interop tests (tests/support/mastra_node.py).
 //
 // Reads one JSON request on stdin and prints one JSON reply on stdout:
 //   request: {"store": {...}, "steps": [{"op": "...", "args": {...}}, ...]}

@@ -63,7 +63,7 @@ class MastraError(RuntimeError):
 
 
 def mastra_missing() -> str | None:
-    """Why the Mastra packages cannot run here, or ``None`` when they can (as ``tests/mastra_node.py`` checks)."""
+    """Why the Mastra packages cannot run here, or ``None`` when they can (as the tests' ``mastra_node.py`` checks)."""
     if not NODE.exists():
         return f"no Node binary at {NODE}: run `npm ci --ignore-scripts` in {INTEROP}"
     missing = [name for name in PACKAGES if not (INTEROP / "node_modules" / name / "package.json").exists()]

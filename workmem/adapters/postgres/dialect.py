@@ -34,7 +34,7 @@ Why statement-level triggers, although a row-level one is a little cheaper
 for a single-row insert: a row trigger writes one count row per thread of a
 bulk statement (instead of one per resource), and locks them in row order, so
 two bulk inserts listing the same resources in opposite orders deadlock
-(``tests/test_postgres_write_cost.py`` pins both, and fails on that variant).
+(``tests/postgres/test_postgres_write_cost.py`` pins both, and fails on that variant).
 Most of what the count costs a write is the count row's own upsert, which any
 trigger pays. The two indexes Mastra does not have are kept for the reads:
 ``workmem_threads_resourceid_updatedat_idx`` makes ``order_by="updated_at"``

@@ -1,0 +1,34 @@
+"""The committed compatibility table is exactly what the committed conformance reports say."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from workmem.conformance import all_checks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_committed_table_is_regenerated_from_the_committed_reports(tmp_path: Path) -> None:
+    out = tmp_path / "COMPATIBILITY.md"
+    command = [sys.executable, "-m", "workmem.conformance.table", str(ROOT / "ci" / "reports")]
+    command += ["--expect", "mongodb", "--expect", "oracle", "-o", str(out)]
+    subprocess.run(command, check=True, cwd=ROOT, capture_output=True)
+    committed = (ROOT / "COMPATIBILITY.md").read_text(encoding="utf-8")
+    assert out.read_text(encoding="utf-8") == committed, (
+        "COMPATIBILITY.md is stale: workmem compat ci/reports --expect mongodb --expect oracle -o COMPATIBILITY.md"
+    )
+
+
+def test_backends_without_a_server_here_are_shown_as_missing_not_passing() -> None:
+    table = (ROOT / "COMPATIBILITY.md").read_text(encoding="utf-8")
+    header = next(line for line in table.splitlines() if line.startswith("| Check"))
+    result = next(line for line in table.splitlines() if line.startswith("| **Suite result**"))
+    cells = dict(zip(header.split("|")[2:-1], result.split("|")[2:-1], strict=True))
+    assert cells[" mongodb "].strip() == "no report"
+    assert cells[" oracle "].strip() == "no report"
+    every = len(all_checks())
+    for backend in ("libsql", "postgres", "upstash"):  # every check of the suite as it is now, none skipped
+        assert cells[f" {backend} "].strip().startswith(f"✅ passed ({every}/{every})")
