@@ -42,6 +42,7 @@ from workmem.errors import (
     WorkingMemoryFormatError,
     WorkingMemoryTooLargeError,
     WorkmemError,
+    WrongEventLoopError,
 )
 from workmem.flows import Capabilities
 from workmem.masking import Secret
@@ -90,6 +91,7 @@ __all__ = [
     "WorkingMemorySchema",
     "WorkingMemoryTooLargeError",
     "WorkmemError",
+    "WrongEventLoopError",
     "apply_merge_patch",
     "connect",
     "connect_async",

@@ -38,6 +38,7 @@ __all__ = [
     "WorkingMemoryFormatError",
     "WorkingMemoryTooLargeError",
     "WorkmemError",
+    "WrongEventLoopError",
 ]
 
 
@@ -210,6 +211,15 @@ class QueryTimeoutError(WorkmemError, TimeoutError):
 
     Not retried for you: the same statement on the same data takes as long again.
     Give it more time, or ask for less (a ``LIMIT``, an index).
+    """
+
+
+class WrongEventLoopError(WorkmemError, RuntimeError):
+    """An async storage bound to the event loop it first ran on was called from another loop. Nothing changed.
+
+    Not worth retrying from that loop: open one storage per event loop. Only adapters whose driver binds
+    itself to a loop raise it (MongoDB's ``AsyncMongoClient``); which adapters work from any loop is in
+    the async page of the docs.
     """
 
 

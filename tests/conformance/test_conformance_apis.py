@@ -1,6 +1,6 @@
 """One suite, both APIs: ``api="async"`` drives the same checks through ``workmem.connect_async``.
 
-The async runs themselves (every check, every backend) are in test_conformance_<backend>.py and the
+The async runs themselves (every check, every backend) are in test_conformance_backends.py and the
 mutants in test_mutants.py (both beside this file); here: that the checks really run as concurrent tasks on one
 event loop, that the report, the CLI and the compatibility table carry the API, and that reports from
 before the field read as sync.

@@ -3,7 +3,7 @@
 Each test starts its own server (``tests/support/sqld.py``) on a free loopback port and stops
 it by pid; without the binary they skip loudly as backend ``sqld``. The conformance
 suite (create and owner races included) runs against the shared server in
-``tests/conformance/test_conformance_sqld.py``.
+``tests/conformance/test_conformance_backends.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 mongomock is not MongoDB: it implements no real wire protocol, no real BSON
 round trip, no server-side atomicity between threads, and accepts some updates a
 server would reject (or the reverse). Passing here says the adapter's Python is
-wired correctly; only ``test_mongodb_server.py`` / ``test_conformance_mongodb.py``
+wired correctly; only ``test_mongodb_server.py`` / ``test_conformance_backends.py``
 against a real server say the adapter is correct.
 """
 

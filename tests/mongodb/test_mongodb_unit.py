@@ -230,3 +230,28 @@ def test_update_documents_derive_from_the_change_rules() -> None:
             {"big": "x" * (MAX_TEXT_BYTES // 2 + 10), "big2": "y" * (MAX_TEXT_BYTES // 2 + 10)},
             later,
         )
+
+
+def test_a_second_event_loop_is_refused_at_once_with_a_workmem_error_not_a_bare_runtime_error() -> None:
+    """pymongo binds an ``AsyncMongoClient`` to the loop of its first operation, even one that failed."""
+    import asyncio
+
+    from pymongo import AsyncMongoClient
+
+    from workmem.adapters.mongodb.storage import AsyncMongoStorage
+
+    port = closed_port()
+    url = f"mongodb://user:s3cr3t-pw@127.0.0.1:{port}/"
+    client: AsyncMongoClient[dict[str, object]] = AsyncMongoClient(
+        url, serverSelectionTimeoutMS=200, connectTimeoutMS=200
+    )
+    storage = AsyncMongoStorage(client, "wm", owns_client=True, url=url)
+    with pytest.raises(BackendUnavailableError):
+        asyncio.run(storage.get_thread("t1"))  # the first loop: the closed port
+    started = time.monotonic()
+    with pytest.raises(workmem.WrongEventLoopError, match="open one storage per event loop") as raised:
+        asyncio.run(storage.get_thread("t1"))
+    assert time.monotonic() - started < 0.2  # at once, before any I/O
+    assert isinstance(raised.value, RuntimeError) and not isinstance(raised.value, workmem.RETRYABLE_ERRORS)
+    assert "different event loop" in str(raised.value.__cause__)
+    assert "s3cr3t-pw" not in str(raised.value) + repr(raised.value.__cause__)

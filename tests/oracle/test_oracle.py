@@ -2,7 +2,7 @@
 mapping, error mapping, and the adapter's transaction logic driven through a scripted fake driver.
 
 None of this is conformance: the fake answers what its script says, not what Oracle would. The
-server-backed tests are ``test_oracle_server.py`` and ``test_conformance_oracle.py``.
+server-backed tests are ``test_oracle_server.py`` and ``test_conformance_backends.py``.
 """
 
 from __future__ import annotations

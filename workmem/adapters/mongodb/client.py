@@ -23,6 +23,7 @@ from workmem.errors import (
     StorageClosedError,
     ValidationError,
     WorkmemError,
+    WrongEventLoopError,
 )
 from workmem.kit import (
     detach,
@@ -189,4 +190,15 @@ def driver_errors(errors: ModuleType, secrets: Secrets, action: str) -> Iterator
             kind = BackendUnavailableError if "DNS" in str(exc) else ValidationError
         error = kind(message)
         error.__cause__ = cause
+        raise_unchained(error)
+    except RuntimeError as exc:
+        if "different event loop" not in str(exc):
+            raise
+        # pymongo binds an AsyncMongoClient to the loop of its first operation and raises a bare RuntimeError
+        # from any other loop, at once and before any I/O
+        error = WrongEventLoopError(
+            f"mongodb {action} ({secrets.masked_url}): this storage's AsyncMongoClient is bound to the event loop"
+            " it first ran on, and pymongo refuses every other loop; open one storage per event loop"
+        )
+        error.__cause__ = secrets.detach(exc)
         raise_unchained(error)
