@@ -4,7 +4,10 @@ The package is named after the backend as users meet it (the ``libsql`` URL sche
 ``workmem[libsql]`` extra, :class:`LibSQLStorage`, the ``libsql`` compatibility column);
 the SQL it speaks is SQLite's.
 
-* :mod:`.storage` — :class:`LibSQLStorage`: the URL, the driver (the ``libsql`` wheel), statements run;
+* :mod:`.storage` — :class:`LibSQLStorage`: the hooks under the generic SQL flow, statements run;
+* :mod:`.settings` — the URL and options parsed (:func:`parse_libsql_url`), a local path checked;
+* :mod:`.errors` — the driver's errors classified (busy, unavailable, refused);
+* :mod:`.pool` — the connections, each lent to one thread at a time;
 * :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`);
 * :mod:`.readonly` — what :meth:`LibSQLStorage.query` refuses, so that nothing outlives the call;
 * :mod:`.foreign` — another SQLite library holding a file in this process, told apart from workmem's connections;

@@ -56,24 +56,18 @@ import functools
 import logging
 import os
 import random
-import re
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
-from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
 from workmem.adapters.sql.rows import resource_from_row
 from workmem.adapters.sql.storage import Run, Session, blocking_transaction
 from workmem.errors import (
-    BackendBusyError,
-    BackendRefusedError,
-    BackendUnavailableError,
     StorageClosedError,
     ValidationError,
     WorkmemError,
@@ -85,370 +79,29 @@ from workmem.kit import (
     driver_error,
     import_driver,
     mask_url,
-    query_pairs,
     raise_unchained,
-    scheme_of,
-    split_userinfo,
 )
 from workmem.records import Resource, Unset
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
+from .errors import _REFUSALS, _error_kind, _is_busy, _status
 from .foreign import foreign_sqlite, own
+from .pool import _Pool, _release
 from .query_worker import QueryWorker
 from .readonly import refused_pragma, refused_program
 from .remote import writer_lock, writing
+from .settings import _OPTIONS, _REMOTE_DURABILITY, _file_query, _synchronous_level, _unopenable, parse_libsql_url
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-_REMOTE_SCHEMES = {
-    "libsql": "libsql",
-    "libsql+https": "https",
-    "libsql+http": "http",
-    "libsql+wss": "https",
-    "libsql+ws": "http",
-}
 _log = logging.getLogger("workmem.adapters.libsql")
 
 _FOREIGN_CHECK_INTERVAL = 10.0
 """Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
-
-_BUSY_MESSAGES = (
-    "database is locked",
-    "database is busy",
-    "sqlite_busy",
-    "database table is locked",
-    "transaction_timeout",  # sqld took the write lock back from a transaction held 5 s while others waited
-)
-_UNAVAILABLE_MESSAGES = (
-    "http error",
-    "error trying to connect",
-    "connection refused",
-    "connection reset",
-    "connection closed",
-    "broken pipe",
-    "timed out",
-    "stream closed",
-    "error reading a body from connection",  # sqld killed mid-answer (unexpected EOF during chunk size line)
-    "unexpected eof",
-    "disk i/o error",
-    "database or disk is full",
-    "out of memory",
-)
-"""A server that could not be reached or dropped the connection, or a disk or memory that failed or is full."""
-_UNAVAILABLE_STATUSES = frozenset({"408", "429", "502", "503", "504"})
-"""HTTP answers of a server (or its proxy) that cannot serve now."""
-_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create", "synchronous"})
-_SYNCHRONOUS = ("full", "normal")
-"""The ``PRAGMA synchronous`` levels a local database takes, safest first."""
-_FILE_PARAMS = frozenset({"mode", "synchronous"})
-_REMOTE_DURABILITY = (
-    "synchronous sets the durability of a local database file or :memory:; "
-    "a remote libSQL server keeps its own and takes no synchronous"
-)
-_URL_PARAMS = frozenset({"authToken", "tls"})
-
-
-def parse_libsql_url(url: str) -> tuple[str, str | None]:
-    """``(database, auth_token)`` for the driver: a path, ``:memory:``, or a remote URL without its token."""
-    if url in (":memory:", "file::memory:"):
-        return ":memory:", None
-    scheme = scheme_of(url)
-    if scheme == "file" and not url.lower().startswith("file:"):
-        return url, None  # a plain path, taken as written: no percent-decoding, '?' and '#' are part of the name
-    if scheme == "file":
-        path, _, query = url[5:].partition("?")
-        if "#" in path:  # as @libsql/client: SQLite would drop it, not open it
-            raise ValidationError(
-                f"a file URL takes no #fragment ({url!r}); write a '#' in a file name as %23, or pass a plain path"
-            )
-        if query:
-            raise ValidationError("file URLs take no query parameters; pass options to connect()")
-        if path.startswith("//"):
-            host, _, rest = path[2:].partition("/")
-            if host not in ("", "localhost"):
-                raise ValidationError(f"a file URL names a local path, not host {host!r}")
-            path = "/" + rest
-        if not path:
-            raise ValidationError("the libSQL URL names no database file")
-        return unquote(path), None
-    if scheme not in _REMOTE_SCHEMES:
-        raise ValidationError(f"not a libSQL URL scheme: {scheme!r}")
-    info = split_userinfo(url)
-    where, _, query = info.rest.partition("?")
-    try:
-        parts = urlsplit(info.head + where)
-    except ValueError as exc:  # an unclosed IPv6 bracket, ...
-        raise ValidationError(f"not a valid libSQL URL: {mask_url(url)} ({exc})") from None
-    # as @libsql/client reads them: authToken (an '&' not followed by a parameter is the token's), tls=0/1
-    params = {key: unquote(value) for key, value in query_pairs(query, _URL_PARAMS)}
-    token = params.pop("authToken", None)
-    tls = params.pop("tls", None)
-    if "synchronous" in params:
-        raise ValidationError(_REMOTE_DURABILITY)
-    if params:
-        raise ValidationError(f"unknown libSQL URL parameters: {', '.join(sorted(params))} (known: authToken, tls)")
-    if info.user is not None:
-        raise ValidationError(f"libSQL URLs take no user:password@, the token goes in ?authToken=: {mask_url(url)}")
-    if not parts.hostname:
-        raise ValidationError("a remote libSQL URL needs a host")
-    http = _REMOTE_SCHEMES[scheme]
-    if tls not in (None, "0", "1"):
-        raise ValidationError(f"the libSQL URL parameter tls takes 0 or 1, not {tls!r}")
-    if tls == "0" and scheme == "libsql":
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if port is None:
-            raise ValidationError('a "libsql:" URL with ?tls=0 must name its port (libsql://127.0.0.1:8080?tls=0)')
-        http = "http"
-    elif tls is not None and scheme != "libsql" and (tls == "1") != (http == "https"):
-        raise ValidationError(f"a {scheme}: URL cannot opt {'into' if tls == '1' else 'out of'} TLS with ?tls={tls}")
-    return urlunsplit((http, parts.netloc, parts.path, "", "")), token
-
-
-def _unopenable(database: str, read_only: bool = False) -> str | None:
-    """Why the local file ``database`` cannot be a database (SQLite says only "error 14"), if the path tells."""
-    try:
-        return _path_problem(database, read_only)
-    except OSError as exc:  # a name too long, a loop of links, ...
-        return f"{database} cannot be looked at: {exc.strerror or exc}"
-
-
-def _path_problem(database: str, read_only: bool) -> str | None:
-    path = Path(database)
-    if read_only and not path.exists():
-        return f"{database} does not exist (mode=ro opens an existing database file, it creates nothing)"
-    if path.is_dir():
-        return f"{database} is a directory, not a database file"
-    if path.exists() and not path.is_file():  # SQLite would write a journal beside its target (/dev/null-journal)
-        return f"{database} is {_file_kind(path)}, not a regular file: a database is a file (or a new one)"
-    folder = path.parent
-    for ancestor in (folder, *folder.parents):
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                return f"{ancestor} is not a folder"
-            break
-    else:  # pragma: no cover - the root always exists
-        return None
-    if not folder.exists():
-        if database.startswith("~"):  # as SQLite (and Python's sqlite3) read it: a folder named '~'
-            return f"folder {folder} does not exist: '~' is not expanded; pass os.path.expanduser({database!r})"
-        return f"folder {folder} does not exist (workmem creates the file, not its folder)"
-    if path.exists() and not os.access(path, os.R_OK):
-        return f"{database} is not readable by this process"
-    if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
-        return f"folder {folder} does not let this process create {path.name}"
-    return None
-
-
-def _file_kind(path: Path) -> str:
-    mode = path.stat().st_mode  # of what a link points to
-    kinds = (
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((kind for test, kind in kinds if test(mode)), "another kind of file")
-
-
-def _file_query(url: str) -> tuple[str, bool, str | None]:
-    """``(url without its query, read_only, synchronous)``: a file URL takes ``mode=ro`` and ``synchronous``."""
-    if not url.lower().startswith("file:") or "?" not in url or url.startswith("file::memory:"):
-        return url, False, None  # a plain path has no query: its '?' is part of the name
-    where, _, query = url.partition("?")
-    params: dict[str, str] = {}
-    for key, value in query_pairs(query):
-        if key not in _FILE_PARAMS or key in params:
-            params = {}  # refused below
-            break
-        params[key] = unquote(value)
-    if not params or params.get("mode", "ro") != "ro":
-        raise ValidationError(
-            "a file URL takes the query parameters mode=ro (open read-only, create nothing) and "
-            "synchronous=full|normal (durability), each once; pass other options to connect()"
-        )
-    return where, "mode" in params, params.get("synchronous")
-
-
-def _synchronous_level(value: object) -> str:
-    """The ``synchronous`` option lower-cased, if one of :data:`_SYNCHRONOUS` (any case), else ValidationError."""
-    if isinstance(value, str) and value.lower() in _SYNCHRONOUS:
-        return value.lower()
-    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
-    raise ValidationError(f"synchronous must be 'full' or 'normal' (in any case), not {shown}")
-
-
-def _is_busy(exc: BaseException) -> bool:
-    message = str(exc).lower()
-    return any(text in message for text in _BUSY_MESSAGES)
-
-
-_REFUSALS = {
-    "401": "authentication failed on {url}: the server refused the authToken (wrong, expired or missing)",
-    "403": "permission denied on {url}: the authToken does not allow this (a read-only token?)",
-}
-"""What a libSQL server's 401 and 403 mean, as sqld 0.24 sends them (``The JWT is invalid``, ``Auth string
-does not conform to '<scheme> <token>' form``, ``Authorization forbidden``): refused, not worth retrying."""
-
-
-def _status(exc: BaseException) -> str | None:
-    """The HTTP status of a server's answer in a driver error (``api error: `status=401 ...``), if one came."""
-    answered = re.search(r"api error: `status=(\d+)", str(exc).lower())
-    return answered.group(1) if answered else None
-
-
-def _error_kind(exc: BaseException) -> type[WorkmemError]:
-    """Busy past ``busy_timeout``, unreachable or dropped, or else refused (read-only, SQL error, HTTP 401, ...)."""
-    if _is_busy(exc):
-        return BackendBusyError
-    message = str(exc).lower()
-    status = _status(exc)
-    if status is not None:  # the server answered: judged by its HTTP status, not by its body
-        unavailable = status in _UNAVAILABLE_STATUSES
-    else:
-        unavailable = any(text in message for text in _UNAVAILABLE_MESSAGES)
-    return BackendUnavailableError if unavailable else BackendRefusedError
-
-
-class _Pool:
-    """Up to ``size`` connections, each lent to one thread at a time (a libSQL connection is one session).
-
-    Idle connections wait in a list used as a stack: taking pops the connection
-    given back last (its caches are the warmest), giving back appends, each one
-    C call that the GIL keeps atomic. Only a take that finds the stack empty
-    locks: it opens a connection while fewer than ``size`` are open, else waits
-    up to ``wait`` seconds for one to come back. A hot path may pop from
-    :attr:`idle` itself and call :meth:`take` only when it is empty (a closed
-    pool's stack is always empty); every connection goes back by :meth:`give`.
-    """
-
-    def __init__(
-        self, opener: Callable[[], Any], size: int, wait: float, released: Callable[[], None] | None = None
-    ) -> None:
-        self._opener = opener
-        self._released = released
-        self._size = size
-        self._wait = wait
-        self.idle: list[Any] = []
-        """Idle connections, the last given back on top."""
-        self._open = 0  # connections lent out or idle; changed under _changed only
-        self._waiting = 0  # takers in _take_slow; a give looks at it after appending
-        self._changed = threading.Condition(threading.Lock())
-        self.closed = False
-
-    def take(self) -> Any:
-        """A connection for this thread alone, until :meth:`give`."""
-        if self.closed:
-            raise StorageClosedError("the libSQL storage is closed")
-        try:
-            return self.idle.pop()
-        except IndexError:
-            return self._take_slow()
-
-    def _take_slow(self) -> Any:
-        deadline = time.monotonic() + self._wait
-        with self._changed:
-            # Counted as waiting before looking at the stack: a give that appends after the look sees the count.
-            self._waiting += 1
-            try:
-                while True:
-                    if self.closed:
-                        raise StorageClosedError("the libSQL storage is closed")
-                    with suppress(IndexError):  # a take outside the lock may empty it first
-                        return self.idle.pop()
-                    if self._open < self._size:
-                        self._open += 1
-                        break
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise BackendBusyError("no free libSQL connection (pool_size reached)")
-                    self._changed.wait(remaining)
-            finally:
-                self._waiting -= 1
-        try:
-            return self._opener()
-        except BaseException:
-            self._forget()
-            raise
-
-    def give(self, conn: Any, healthy: bool) -> None:
-        """Return ``conn``; one that is not ``healthy`` (or of a closed pool) is let go, its place freed."""
-        if healthy and not self.closed:
-            self.idle.append(conn)
-            if self._waiting:
-                with self._changed:
-                    self._changed.notify()
-            if self.closed:  # close() ran meanwhile and may have missed it
-                self._close_idle()
-            return
-        self._let_go(conn)
-
-    def _let_go(self, conn: Any) -> None:
-        """Let ``conn`` go; a caller that passes its last reference has it closed before it is counted out."""
-        _release(conn)
-        del conn
-        if self._released is not None:
-            self._released()
-        self._forget()
-
-    def _forget(self) -> None:
-        """One connection fewer is open (it failed to open, or was let go)."""
-        with self._changed:
-            self._open -= 1
-            self._changed.notify()
-
-    @contextmanager
-    def connection(self) -> Iterator[Any]:
-        conn = self.take()
-        healthy = False
-        try:
-            yield conn
-            healthy = True
-        except WorkmemError as exc:
-            healthy = not isinstance(exc, BackendUnavailableError)
-            raise
-        finally:
-            self.give(conn, healthy)
-
-    def _close_idle(self) -> None:
-        while True:
-            try:
-                self._let_go(self.idle.pop())  # its last reference, handed over
-            except IndexError:
-                return
-
-    def close(self, last: Callable[[Any], object] | None = None) -> None:
-        """Close the pool: idle connections now, lent ones as they come back; ``last(conn)`` on an idle one first."""
-        if last is not None and not self.closed:
-            with suppress(IndexError):
-                conn = self.idle.pop()
-                try:
-                    last(conn)
-                finally:
-                    self.idle.append(conn)
-                    del conn
-        self.closed = True
-        self._close_idle()
-        with self._changed:
-            self._changed.notify_all()  # waiting takers see the pool closed
-
-
-def _release(conn: Any) -> None:
-    """Let a driver connection go by dropping our last reference, not by ``conn.close()``.
-
-    In ``libsql`` 0.1.11, ``Connection.close()`` crashed the process (SIGSEGV inside the
-    driver) a few times in a hundred conformance runs under load, always closing the
-    connections of storages that had just raced to create one thread; dropping the last
-    reference runs the driver's own destructor and did not crash in as many runs. The
-    connection is closed either way once nothing refers to it.
-    """
-    del conn
 
 
 class LibSQLStorage(SqlStorage, MemoryStorage):
