@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
@@ -99,12 +99,70 @@ def test_a_refused_token_is_one_clear_non_retryable_error_with_the_token_masked(
         assert not any(token[-12:] in text for text in shown)  # not even its signature's tail
 
 
-def test_a_read_only_token_is_refused_as_permission_not_authentication(
-    auth_server: Sqld, keys: tuple[bytes, object]
+def test_a_read_only_token_is_refused_as_permission_not_authentication(keys: tuple[bytes, object]) -> None:
+    sqld = Sqld(jwt_public_key=keys[0])  # an empty database: opening has tables to create
+    try:
+        with pytest.raises(BackendRefusedError, match="permission denied") as raised:
+            workmem.connect(sqld.url, auth_token=sign_jwt(keys[1], {"a": "ro"}))
+        assert "authentication" not in str(raised.value)
+    finally:
+        sqld.close()
+
+
+def _writes(storage: workmem.MemoryStorage) -> dict[str, Callable[[], object]]:
+    """Every kind of write, those sent as one statement outside a transaction (the wheel's cursor stream) first."""
+    return {
+        "save_thread": lambda: storage.save_thread(Thread("t-ro-new", "r-ro")),
+        "set_working_memory": lambda: storage.set_working_memory("x", scope="resource", resource_id="r-ro"),
+        "create_thread": lambda: storage.create_thread(Thread("t-ro-other", "r-ro")),
+        "update_thread": lambda: storage.update_thread("t-ro", title="changed"),
+        "merge_working_memory": lambda: storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r-ro"),
+        "delete_thread": lambda: storage.delete_thread("t-ro"),
+    }
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_a_read_only_token_reads_a_ready_database_and_every_write_is_refused_not_unavailable(
+    auth_server: Sqld, keys: tuple[bytes, object], create: bool
 ) -> None:
-    with pytest.raises(BackendRefusedError, match="permission denied") as raised:
-        workmem.connect(auth_server.url, auth_token=sign_jwt(keys[1], {"a": "ro"}))
-    assert "authentication" not in str(raised.value)
+    # sqld cuts the cursor stream of a write it refuses ("unexpected EOF"): that must not read as an outage.
+    with workmem.connect(auth_server.url, auth_token=sign_jwt(keys[1], {"a": "rw"})) as writer:
+        writer.save_thread(Thread("t-ro", "r-ro", "kept"))
+    # Nothing to create: opening is a read, which the token may do, whatever create says.
+    with workmem.connect(auth_server.url, auth_token=sign_jwt(keys[1], {"a": "ro"}), create=create) as reader:
+        for name, write in _writes(reader).items():
+            with pytest.raises(WorkmemError) as raised:
+                write()
+            assert type(raised.value) is BackendRefusedError, f"{name}: {raised.value!r}"
+            assert "permission denied" in str(raised.value) and "403" in str(raised.value.__cause__), name
+            stored = reader.get_thread("t-ro")  # the storage reads on, through every pooled connection
+            assert stored is not None and stored.title == "kept", name
+        assert reader.get_thread("t-ro-new") is None and reader.get_resource("r-ro") is None
+
+
+def test_a_cut_write_is_a_refusal_only_when_the_server_refuses_the_token_a_write() -> None:
+    from workmem.adapters.libsql.remote import cut_write
+
+    cut = ValueError(
+        "Hrana: `cursor error: `error reading a body from connection: unexpected EOF during chunk size line``"
+    )
+    forbidden = ValueError('Hrana: `api error: `status=403 Forbidden, body={"error":"Authorization forbidden"}``')
+    gone = ValueError("Hrana: `http error: `error trying to connect: tcp connect error: Connection refused``")
+    probes: list[str] = []
+
+    def probe(answer: Exception | None) -> Callable[[], None]:
+        def ask() -> None:
+            probes.append("asked")
+            if answer is not None:
+                raise answer
+
+        return ask
+
+    assert cut_write(cut, probe(forbidden)) is forbidden
+    assert cut_write(cut, probe(gone)) is None  # the server crashed: the cut stays an outage (retryable)
+    assert cut_write(cut, probe(None)) is None  # the token may write: a real cut
+    assert len(probes) == 3
+    assert cut_write(gone, probe(forbidden)) is None and len(probes) == 3  # not a cut: the server is not asked
 
 
 # -- faults -------------------------------------------------------------------------------

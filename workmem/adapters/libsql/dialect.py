@@ -48,6 +48,8 @@ from workmem.adapters.sql.dialect import (
 )
 from workmem.timestamps import to_iso
 
+from .remote import canonical_sql
+
 __all__ = ["SQLiteDialect"]
 
 _REPLACED = "workmem_thread_replaced"
@@ -98,6 +100,7 @@ _TRIGGERS = dict(
         ),
     )
 )
+_CANONICAL_TRIGGERS = {name: canonical_sql(sql) for name, sql in _TRIGGERS.items()}
 _RETIRED = ("workmem_threads_count_touch",)
 """Count triggers of earlier versions (the note-removing half of today's update trigger): dropped on upgrade."""
 _COUNT_TABLES = (
@@ -190,8 +193,8 @@ class SQLiteDialect(Dialect):
         transaction, so no write falls between the count and the triggers.
         """
         found = {str(name): sql for name, sql in present}
-        if found == _TRIGGERS:
-            return []
+        if {name: canonical_sql(str(sql)) for name, sql in found.items()} == _CANONICAL_TRIGGERS:
+            return []  # sqld keeps a trigger's text as it re-serialized it: compared in that form (see .remote)
         drops = [f'DROP TRIGGER IF EXISTS "{name}"' for name in sorted({*found, *_TRIGGERS, *_RETIRED})]
         return [*drops, *_RECOUNT, *_TRIGGERS.values()]
 

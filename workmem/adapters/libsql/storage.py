@@ -68,6 +68,7 @@ from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
 from workmem.adapters.sql.rows import resource_from_row
 from workmem.adapters.sql.storage import Run, Session, blocking_transaction
 from workmem.errors import (
+    BackendUnavailableError,
     StorageClosedError,
     ValidationError,
     WorkmemError,
@@ -90,7 +91,7 @@ from .foreign import foreign_sqlite, own
 from .pool import _Pool, _release
 from .query_worker import QueryWorker
 from .readonly import refused_pragma, refused_program
-from .remote import writer_lock, writing
+from .remote import cut_write, nothing_missing, schema_query, writer_lock, writing
 from .settings import _OPTIONS, _REMOTE_DURABILITY, _file_query, _synchronous_level, _unopenable, parse_libsql_url
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
@@ -433,7 +434,28 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         if read:
             return self._attempt(sql, params)
         with writing(self._writer, self._busy_timeout, f"write to {self._url}"):
-            return self._attempt(sql, params)
+            try:
+                return self._attempt(sql, params)
+            except BackendUnavailableError as exc:
+                refused = cut_write(exc, self._try_write) if self._remote else None
+                if refused is None:
+                    raise
+            raise_unchained(self._error(refused))
+
+    def _try_write(self) -> None:
+        """Ask the server whether this token may write: a write of nothing, rolled back, on a connection of its own
+        (one that got a 403 in a transaction is unusable: sqld drops its stream). Raises what the server answered."""
+        conn = self._connect(self._target)
+        try:
+            conn.execute("BEGIN")
+            try:
+                conn.execute(f"DELETE FROM {self.dialect.threads} WHERE 0")
+            finally:
+                with suppress(Exception):
+                    conn.execute("ROLLBACK")
+        finally:
+            _release(conn)
+            del conn
 
     async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
         # The hot path of get_thread / get_resource: the read built once, one pooled connection, one
@@ -535,6 +557,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             if missing:
                 raise missing_tables(self._url, missing)
             return
+        if self._remote and self._nothing_missing():  # one round trip, no write lock (see :mod:`.remote`)
+            return
         if not (self._remote or self._memory):
             with self._connection() as conn:
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchall())
@@ -544,6 +568,12 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             present = run(Statement(self.dialect.present_triggers, {})).rows
             for sql in self.dialect.count_upgrade(present):
                 run(Statement(sql, {}))
+
+    def _nothing_missing(self) -> bool:
+        """Whether the database has every table, index and count trigger :meth:`_setup` would create, read at once."""
+        ddl = self.dialect.ddl()
+        sql, names = schema_query(ddl, self.dialect.present_triggers)
+        return nothing_missing(ddl, self._attempt(sql, names).rows, self.dialect.count_upgrade)
 
     async def _close(self) -> None:
         with self._reader_lock:  # first: were a read-only connection the file's last to close, the WAL would stay

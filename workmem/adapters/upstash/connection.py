@@ -39,7 +39,7 @@ from workmem.kit import (
 )
 
 from .scripts import SCRIPTS, Script
-from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_clients, install
+from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_clients, install, share_context
 
 __all__ = [
     "ENV_TOKEN",
@@ -162,6 +162,12 @@ def _driver_options(settings: UpstashSettings) -> dict[str, Any]:
         "rest_retry_interval": settings.retry_interval,
         "allow_telemetry": False,
     }
+
+
+def _import_driver(module: str) -> Any:
+    """The driver module ``module``; every HTTP client the driver makes shares one TLS context (:mod:`.transport`)."""
+    share_context(import_driver("upstash_redis.http", "upstash"))
+    return import_driver(module, "upstash")
 
 
 def _with_transport(redis: Any, make: Callable[[Any], SyncTransport | LoopTransports]) -> Any:
@@ -303,7 +309,7 @@ class RestClient(BaseRestClient):
     """The blocking ``upstash_redis.Redis`` client (its coroutines never suspend: run them with ``run_sync``)."""
 
     def __init__(self, settings: UpstashSettings) -> None:
-        driver = import_driver("upstash_redis", "upstash")
+        driver = _import_driver("upstash_redis")
 
         def transport(http: Any) -> SyncTransport:
             http.timeout = settings.timeout  # the driver makes its httpx client without one
@@ -340,7 +346,7 @@ class AsyncRestClient(BaseRestClient):
     """
 
     def __init__(self, settings: UpstashSettings) -> None:
-        driver = import_driver("upstash_redis.asyncio", "upstash")
+        driver = _import_driver("upstash_redis.asyncio")
         httpx = import_driver("httpx", "upstash")
 
         def transport(http: Any) -> LoopTransports:

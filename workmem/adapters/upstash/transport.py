@@ -16,6 +16,9 @@ Both ``upstash_redis`` clients send every request with ``self._http._client.post
   an async generator of the loop, which ``asyncio.run()`` (``loop.shutdown_asyncgens()``)
   finalizes before closing the loop. The clients of loops closed without that
   are dropped when the next loop's client is made, or at ``close()``.
+* Every client (the driver's own, through :func:`share_context`, and each loop's)
+  uses one TLS context per process (:func:`shared_context`): httpx would read the
+  whole CA bundle for each, about 30 ms of every open.
 
 Read-your-writes (the driver's ``Upstash-Sync-Token``) stays one token per
 storage, whatever the loop: the driver keeps it, and only the transport is per loop.
@@ -33,7 +36,15 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import suppress
 from typing import Any
 
-__all__ = ["ClientClosed", "LoopTransports", "SyncTransport", "httpx_clients", "install"]
+__all__ = [
+    "ClientClosed",
+    "LoopTransports",
+    "SyncTransport",
+    "httpx_clients",
+    "install",
+    "share_context",
+    "shared_context",
+]
 
 
 class ClientClosed(BaseException):
@@ -134,23 +145,68 @@ class LoopTransports:
             await client.aclose()
 
 
-def httpx_clients(httpx: Any, timeout: float | None) -> Callable[[], Any]:
-    """A maker of ``httpx.AsyncClient`` s with ``timeout``, sharing one TLS context (made on first use).
+_context_lock = threading.Lock()
+_contexts: dict[Any, Any] = {}
+"""The one TLS context of this process, per httpx module (made on first use by :func:`shared_context`)."""
 
-    A new client builds its own context otherwise, reading the whole CA bundle: about 0.1 s that
-    would block the event loop of each new loop's first call.
+
+def shared_context(httpx: Any) -> Any:
+    """The process's TLS context for every HTTP client of the Upstash adapter: made once, on first use.
+
+    ``httpx`` builds a context per client otherwise (``verify=True``), reading the whole CA bundle:
+    about 30 ms of every storage's open, and of each new event loop's first call, blocking that loop.
+    An ``ssl.SSLContext`` is safe to share between clients and threads; it is made as httpx makes its
+    default one (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` as set when the first client is made, else certifi's).
     """
-    lock = threading.Lock()
-    shared: list[Any] = []
+    with _context_lock:
+        context = _contexts.get(httpx)
+        if context is None:
+            context = _contexts[httpx] = httpx.create_ssl_context()
+        return context
+
+
+class _SharedContextHttpx:
+    """The ``httpx`` module as the driver sees it: its clients made without ``verify`` get :func:`shared_context`.
+
+    The driver makes its client with ``httpx.Client(timeout=None)`` (``AsyncClient`` likewise) in its
+    constructor; everything else is httpx itself.
+    """
+
+    def __init__(self, httpx: Any) -> None:
+        self._httpx = httpx
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._httpx, name)
+
+    def Client(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("verify", shared_context(self._httpx))
+        return self._httpx.Client(*args, **kwargs)
+
+    def AsyncClient(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("verify", shared_context(self._httpx))
+        return self._httpx.AsyncClient(*args, **kwargs)
+
+
+def share_context(driver_http: Any) -> None:
+    """Have the driver's module ``upstash_redis.http`` make its clients with the shared TLS context (once).
+
+    Without a ``create_ssl_context`` (another httpx) or an ``httpx`` global, the driver is left as it is.
+    """
+    httpx = getattr(driver_http, "httpx", None)
+    if isinstance(httpx, _SharedContextHttpx) or not hasattr(httpx, "create_ssl_context"):
+        return
+    with _context_lock:
+        if not isinstance(driver_http.httpx, _SharedContextHttpx):
+            driver_http.httpx = _SharedContextHttpx(httpx)
+
+
+def httpx_clients(httpx: Any, timeout: float | None) -> Callable[[], Any]:
+    """A maker of ``httpx.AsyncClient`` s with ``timeout``, sharing the process's TLS context."""
 
     def make() -> Any:
-        create = getattr(httpx, "create_ssl_context", None)
-        if create is None:
+        if not hasattr(httpx, "create_ssl_context"):
             return httpx.AsyncClient(timeout=timeout)
-        with lock:
-            if not shared:
-                shared.append(create())
-        return httpx.AsyncClient(timeout=timeout, verify=shared[0])
+        return httpx.AsyncClient(timeout=timeout, verify=shared_context(httpx))
 
     return make
 
