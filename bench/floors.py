@@ -249,9 +249,9 @@ class OracleFloor(Floor):
     def __init__(self, ns: Namespace) -> None:
         import oracledb
 
-        from workmem.adapters.oracle.storage import parse_oracle_url
+        from workmem.adapters.oracle import OracleSettings
 
-        config = parse_oracle_url(ns.detail["url"])
+        config = OracleSettings.from_url(ns.detail["url"])
         self._conn: Any = oracledb.connect(
             user=config.user, password=config.password, host=config.host, port=config.port,
             service_name=config.service_name,

@@ -22,6 +22,7 @@ import oracledb
 import pytest
 
 import workmem
+from workmem.adapters.oracle import AsyncOracleStorage, OracleSettings, OracleStorage
 from workmem.adapters.oracle.dialect import (
     EMPTY_STRING_SENTINEL,
     ESCAPED_PREFIX,
@@ -35,7 +36,6 @@ from workmem.adapters.oracle.dialect import (
     is_unique_violation,
     oracle_error_code,
 )
-from workmem.adapters.oracle.storage import AsyncOracleStorage, OracleStorage, parse_oracle_url
 from workmem.adapters.sql import Statement
 from workmem.adapters.sql.rows import resource_from_row, thread_from_row
 from workmem.errors import (
@@ -58,7 +58,7 @@ T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
 
 def test_url_with_service_name_query() -> None:
-    config = parse_oracle_url("oracle://scott:tiger@db.example:1522/?service_name=FREEPDB1")
+    config = OracleSettings.from_url("oracle://scott:tiger@db.example:1522/?service_name=FREEPDB1")
     assert (config.user, config.password, config.host, config.port, config.service_name) == (
         "scott",
         "tiger",
@@ -71,13 +71,13 @@ def test_url_with_service_name_query() -> None:
 
 
 def test_url_with_service_in_path_default_port_and_driver_scheme() -> None:
-    config = parse_oracle_url("oracle+oracledb://scott:tiger@db.example/ORCLPDB1")
+    config = OracleSettings.from_url("oracle+oracledb://scott:tiger@db.example/ORCLPDB1")
     assert (config.port, config.service_name) == (1521, "ORCLPDB1")
-    assert parse_oracle_url("oracle://u:p@h/S?service_name=S").service_name == "S"
+    assert OracleSettings.from_url("oracle://u:p@h/S?service_name=S").service_name == "S"
 
 
 def test_url_decodes_user_and_password() -> None:
-    config = parse_oracle_url("oracle://app%40x:p%40ss%2Fw%3Ard@h:1521/S")
+    config = OracleSettings.from_url("oracle://app%40x:p%40ss%2Fw%3Ard@h:1521/S")
     assert (config.user, config.password) == ("app@x", "p@ss/w:rd")
 
 
@@ -96,29 +96,29 @@ def test_url_decodes_user_and_password() -> None:
 )
 def test_bad_urls_are_validation_errors_without_the_password(url: str, message: str) -> None:
     with pytest.raises(ValidationError, match=message) as info:
-        parse_oracle_url(url)
+        OracleSettings.from_url(url)
     assert "tiger" not in str(info.value)
 
 
 def test_options_and_their_validation() -> None:
-    config = parse_oracle_url(
+    config = OracleSettings.from_url(
         "oracle://u:p@h/S", min_size=1, max_size=3, timeout=2, connect_timeout=0.5, table_prefix="wm_x1_"
     )
     assert (config.min_size, config.max_size, config.timeout, config.connect_timeout) == (1, 3, 2.0, 0.5)
     assert config.table_prefix == "WM_X1_"
-    assert parse_oracle_url("oracle://u:p@h/S?table_prefix=t_").table_prefix == "T_"
+    assert OracleSettings.from_url("oracle://u:p@h/S?table_prefix=t_").table_prefix == "T_"
     with pytest.raises(ValidationError, match="unknown Oracle options: poolsize"):
-        parse_oracle_url("oracle://u:p@h/S", poolsize=3)
+        OracleSettings.from_url("oracle://u:p@h/S", poolsize=3)
     with pytest.raises(ValidationError, match="min_size"):
-        parse_oracle_url("oracle://u:p@h/S", min_size=5, max_size=2)
+        OracleSettings.from_url("oracle://u:p@h/S", min_size=5, max_size=2)
     with pytest.raises(ValidationError, match="max_size"):
-        parse_oracle_url("oracle://u:p@h/S", max_size=0)
+        OracleSettings.from_url("oracle://u:p@h/S", max_size=0)
     with pytest.raises(ValidationError, match="number"):
-        parse_oracle_url("oracle://u:p@h/S", connect_timeout=True)
+        OracleSettings.from_url("oracle://u:p@h/S", connect_timeout=True)
 
 
 def test_config_repr_hides_the_password() -> None:
-    config = parse_oracle_url("oracle://scott:s3cr3t-pw@h/S")
+    config = OracleSettings.from_url("oracle://scott:s3cr3t-pw@h/S")
     assert "s3cr3t-pw" not in repr(config)
     assert config.masked_url == "oracle://scott:***@h/S"
 
@@ -126,7 +126,7 @@ def test_config_repr_hides_the_password() -> None:
 @pytest.mark.parametrize("prefix", ["1abc", "a-b", "a b", 'x"; DROP TABLE t; --', "a" * 31])
 def test_table_prefix_must_be_a_plain_identifier(prefix: str) -> None:
     with pytest.raises(ValidationError, match="table_prefix"):
-        parse_oracle_url("oracle://u:p@h/S", table_prefix=prefix)
+        OracleSettings.from_url("oracle://u:p@h/S", table_prefix=prefix)
 
 
 # -- the SQL the dialect renders -------------------------------------------------------------------

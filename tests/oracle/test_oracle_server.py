@@ -25,8 +25,8 @@ from servers import server_url
 from test_sql_contract import SqlContract
 
 import workmem
+from workmem.adapters.oracle import AsyncOracleStorage, OracleSettings, OracleStorage
 from workmem.adapters.oracle.dialect import oracle_error_code
-from workmem.adapters.oracle.storage import AsyncOracleStorage, OracleStorage, parse_oracle_url
 from workmem.errors import ThreadExistsError, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import Resource, Scope, Thread
@@ -44,7 +44,7 @@ def with_table_prefix(url: str, prefix: str) -> str:
 
 def _admin(url: str) -> Any:
     """A plain python-oracledb connection with the URL's credentials (fixtures only)."""
-    config = parse_oracle_url(url)
+    config = OracleSettings.from_url(url)
     return oracledb.connect(
         user=config.user, password=config.password, host=config.host, port=config.port, service_name=config.service_name
     )

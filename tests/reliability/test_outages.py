@@ -370,15 +370,15 @@ def test_postgres_pool_exhausted_is_busy_and_closed_storage_is_closed() -> None:
     from workmem.errors import BackendBusyError, StorageClosedError
 
     with postgres_behind_proxy(max_size=1, timeout=0.3) as (storage, _):
-        held = run_sync(storage._begin())  # type: ignore[attr-defined]  # the only connection, in a transaction
+        held = storage._transaction()  # type: ignore[attr-defined]  # the only connection, in a transaction
+        run_sync(held.__aenter__())
         try:
             started = time.monotonic()
             with pytest.raises(BackendBusyError, match="max_size"):
                 storage.get_thread("t")
             assert 0.25 < time.monotonic() - started < 2.3
         finally:
-            run_sync(storage._rollback(held))  # type: ignore[attr-defined]
-            run_sync(storage._give(held))  # type: ignore[attr-defined]
+            run_sync(held.__aexit__(None, None, None))
         assert storage.get_thread("t") is None  # the connection came back
     with pytest.raises(StorageClosedError):
         storage.get_thread("t")

@@ -371,7 +371,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
     from workmem.adapters.mongodb.client import driver_url
-    from workmem.adapters.oracle.storage import parse_oracle_url
+    from workmem.adapters.oracle import OracleSettings
     from workmem.adapters.postgres.storage import parse_postgres_url
     from workmem.adapters.upstash.connection import UpstashSettings
 
@@ -393,7 +393,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
         [("db.example.com", 27018)],
         "app",
     )
-    config = parse_oracle_url(f"oracle://u:{secret}@db.example.com:1522/FREEPDB1")
+    config = OracleSettings.from_url(f"oracle://u:{secret}@db.example.com:1522/FREEPDB1")
     assert (config.user, config.password, config.host, config.port, config.service_name) == (
         "u",
         secret,

@@ -365,19 +365,19 @@ def test_only_the_frames_below_connect_forget_their_locals() -> None:
         open_it(url)
     frames = {frame.f_code.co_qualname: frame.f_locals for frame, _ in traceback.walk_tb(raised.value.__traceback__)}
     assert frames[open_it.__qualname__]["given"] == url  # the caller's frame: untouched
-    below = [name for name in frames if name.startswith(("OracleStorage", "OracleHooks", "parse_oracle_url"))]
+    below = [name for name in frames if name.startswith(("OracleStorage", "OracleHooks", "SqlHooks", "OracleSettings"))]
     assert below and all(frames[name] == {} for name in below), {name: frames[name] for name in below}
 
 
 def test_settings_objects_show_no_secret() -> None:
     """What a frame of an adapter holds besides the storage (whose repr is tested in test_reliability_secrets)."""
     from workmem.adapters.mongodb.client import Secrets
-    from workmem.adapters.oracle.storage import parse_oracle_url
+    from workmem.adapters.oracle import OracleSettings
     from workmem.adapters.upstash.connection import UpstashSettings
 
     secret = new_secret()
     shown = [
-        parse_oracle_url(f"oracle://u:{secret}@db.example.com:1521/FREEPDB1"),
+        OracleSettings.from_url(f"oracle://u:{secret}@db.example.com:1521/FREEPDB1"),
         UpstashSettings.from_url(f"upstash+https://db.example.com?token={secret}", {}),
         UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com", {}),
         Secrets(f"mongodb://u:{secret}@db.example.com/agents"),

@@ -28,24 +28,26 @@ may have run before the connection dropped. Errors are classified by SQLSTATE
 (:mod:`workmem.adapters.postgres.sqlstate`): worth retrying or refused.
 
 Both classes share every decision (:class:`_PostgresCommon`: URL and options,
-errors, the retry rule, transactions, table setup, filling the pool); they
-differ only in the four driver calls of its port (:meth:`~_PostgresCommon._checkout`,
-:meth:`~_PostgresCommon._give`, :meth:`~_PostgresCommon._query`, closing). Both
+the two policies of the SQL core's :class:`~workmem.adapters.sql.SqlHooks`, which
+runs the attempt loop and the transactions: errors by SQLSTATE and a read tried
+once more on a lost connection; table setup, filling the pool); they differ only
+in the driver calls of its port (:meth:`~_PostgresCommon._checkout`,
+:meth:`~_PostgresCommon._query`, opening a connection, closing). Both
 read by key on the hot path of :mod:`.keyreads` (a prepared statement on libpq),
 which waits for the socket by blocking or on the event loop.
 """
 
 from __future__ import annotations
 
+import functools
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Self, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 from urllib.parse import unquote
 
-from workmem.adapters.sql import Result, SqlStorage, Statement
+from workmem.adapters.sql import Attempt, Result, SqlHooks
 from workmem.adapters.sql.dialect import KeyRead
-from workmem.adapters.sql.storage import ExactCheckNeeded, StoredMetadataUnreadable
+from workmem.adapters.sql.hooks import ExactCheckNeeded, StoredMetadataUnreadable
 from workmem.aio import AsyncMemoryStorage
 from workmem.checks import CREATE_FALSE_ADVICE
 from workmem.errors import (
@@ -153,20 +155,7 @@ def _has_parameter(psycopg: Any, conninfo: str, name: str) -> bool:
         return False
 
 
-class _Session:
-    """The open transaction of :meth:`_PostgresCommon._transaction`."""
-
-    __slots__ = ("_conn", "_storage")
-
-    def __init__(self, storage: _PostgresCommon, conn: Any) -> None:
-        self._storage = storage
-        self._conn = conn
-
-    async def execute(self, statement: Statement) -> Result:
-        return await self._storage._query(self._conn, *self._storage.dialect.render(statement))
-
-
-class _PostgresCommon(SqlStorage):
+class _PostgresCommon(SqlHooks):
     """Everything the sync and the async PostgreSQL storage decide alike, over a port of four driver calls.
 
     The port: :meth:`_checkout` (a connection, the driver's error if none can
@@ -227,31 +216,40 @@ class _PostgresCommon(SqlStorage):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._url!r}, schema={self.dialect.schema!r})"
 
-    # -- the port ----------------------------------------------------------------------
+    # -- the port (the two classes implement _checkout, _give's pool, _query and _close) ---
 
     @abstractmethod
     async def _checkout(self) -> Any:
         """A live connection for this caller alone, until :meth:`_give`; the driver's error if none can be opened."""
 
-    @abstractmethod
-    async def _give(self, conn: Any) -> None:
-        """Give ``conn`` back; it is kept only when open and idle (no transaction left open), and never lost."""
+    async def _give(self, conn: Any, failure: BaseException | None = None) -> None:
+        self._pool.give(conn)  # kept only when open and idle (no transaction left open); never suspends
 
-    @abstractmethod
-    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
-        """Run ``sql`` on ``conn``; the driver's error as raised."""
+    async def _rollback(self, conn: Any, cause: BaseException) -> None:
+        """Roll back, unless the connection is gone (the server then rolled back itself); driver errors are ignored.
 
-    # -- errors ----------------------------------------------------------------------
+        A cancelled block is rolled back too: nothing of it is written.
+        """
+        if conn.closed or conn.broken:
+            return
+        try:
+            await self._query(conn, "ROLLBACK")
+        except self._psycopg.Error:
+            log.debug("error ignored rolling back on %s", self._url, exc_info=True)
 
-    def _error(self, exc: BaseException) -> WorkmemError:
+    # -- the two policies ------------------------------------------------------------
+
+    def _error(self, exc: Exception) -> WorkmemError | None:
+        if not isinstance(exc, self._psycopg.Error):
+            return None
         state = getattr(exc, "sqlstate", None)
         if state in (NEAR_LIMIT_ERROR, EXACT_CHECK_ERROR):
-            return ExactCheckNeeded(str(exc.diag.message_primary))  # type: ignore[attr-defined]
-        if state == UNREADABLE_METADATA_ERROR:  # SqlStorage names the record: UnreadableRecordError
-            return StoredMetadataUnreadable(str(exc.diag.message_primary))  # type: ignore[attr-defined]
+            return ExactCheckNeeded(str(exc.diag.message_primary))
+        if state == UNREADABLE_METADATA_ERROR:  # SqlHooks names the record: UnreadableRecordError
+            return StoredMetadataUnreadable(str(exc.diag.message_primary))
         if state in (FORMAT_ERROR, TOO_LARGE_ERROR):  # raised by workmem_merge_document: nothing changed
             kind = WorkingMemoryFormatError if state == FORMAT_ERROR else ValidationError
-            error = kind(str(exc.diag.message_primary))  # type: ignore[attr-defined]
+            error = kind(str(exc.diag.message_primary))
             error.__cause__ = detach(exc, *self._secrets)
             return error
         if self._pool is not None and self._pool.closed:
@@ -264,13 +262,14 @@ class _PostgresCommon(SqlStorage):
             *self._secrets,
         )
 
-    def _raise(self, exc: BaseException) -> NoReturn:
-        """Raise the workmem error for the driver's ``exc``, secrets masked, ``exc`` itself reachable from nothing."""
-        error = self._error(exc)
-        del exc  # not a local of this frame in the error's traceback
-        raise_unchained(error)
+    def _again(self, exc: Exception, attempt: Attempt) -> float | None:
+        """Once more at once, for a read (or a ``BEGIN``) that met a lost connection; a write never runs again.
 
-    def _retryable(self, exc: BaseException) -> bool:
+        A write may have run before the connection dropped.
+        """
+        return 0.0 if attempt.read and attempt.number == 1 and self._lost(exc) else None
+
+    def _lost(self, exc: BaseException) -> bool:
         """Whether ``exc`` means the connection was lost (not a query error)."""
         state = getattr(exc, "sqlstate", None)
         lost = state is None or state.startswith("08") or state in _RETRYABLE_STATES
@@ -280,84 +279,9 @@ class _PostgresCommon(SqlStorage):
         return mask_secrets(str(exc), *self._secrets)
 
     def _is_outage(self, exc: BaseException) -> bool:
-        return isinstance(self._error(exc), BackendUnavailableError)
+        return isinstance(exc, Exception) and isinstance(self._error(exc), BackendUnavailableError)
 
-    # -- statements and transactions -------------------------------------------------
-
-    async def _take(self) -> Any:
-        """A live pooled connection; a connection that cannot be opened raises the mapped driver error."""
-        try:
-            return await self._checkout()
-        except self._psycopg.Error as exc:
-            self._raise(exc)
-
-    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        sql, params = self.dialect.render(statement)
-        return await self._attempts(read, self._query, sql, params)
-
-    async def _attempts(self, read: bool, work: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """``await work(conn, *args)`` on a pooled connection; a ``read`` meeting a lost connection goes once more."""
-        for attempt in (1, 2):
-            conn = await self._take()  # failing to connect is not retried: the reason comes back at once
-            try:
-                return await work(conn, *args)
-            except self._psycopg.Error as exc:
-                if read and attempt == 1 and self._retryable(exc):
-                    continue  # a read is safe to repeat on a fresh connection
-                self._raise(exc)
-            finally:
-                await self._give(conn)  # kept only when still open and idle
-        raise AssertionError("unreachable")
-
-    async def _begin(self) -> Any:
-        """A pooled connection inside a new transaction; ``BEGIN`` meeting a lost connection is tried once more."""
-        for attempt in (1, 2):
-            conn = await self._take()
-            try:
-                await self._query(conn, "BEGIN")
-                return conn
-            except BaseException as exc:  # cancelled too: a connection left in a transaction is not kept
-                await self._give(conn)
-                if not isinstance(exc, self._psycopg.Error):
-                    raise
-                if attempt == 1 and self._retryable(exc):
-                    continue  # nothing of the transaction ran yet: safe on a fresh connection
-                self._raise(exc)
-        raise AssertionError("unreachable")
-
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[_Session]:
-        """A transaction on a pooled connection, committed when the block ends (rolled back if it raises)."""
-        conn = await self._begin()
-        try:
-            async with self._committed(conn):
-                yield _Session(self, conn)
-        except self._psycopg.Error as exc:
-            self._raise(exc)
-        finally:
-            await self._give(conn)  # a connection left in a transaction (a failed rollback) is closed
-
-    @asynccontextmanager
-    async def _committed(self, conn: Any) -> AsyncIterator[None]:
-        """``COMMIT`` the transaction open on ``conn`` when the block ends, or roll it back if the block raises.
-
-        A cancelled block is rolled back too: nothing of it is written.
-        """
-        try:
-            yield
-        except BaseException:
-            await self._rollback(conn)
-            raise
-        await self._query(conn, "COMMIT")
-
-    async def _rollback(self, conn: Any) -> None:
-        """Roll back, unless the connection is gone (the server then rolled back itself); driver errors are ignored."""
-        if conn.closed or conn.broken:
-            return
-        try:
-            await self._query(conn, "ROLLBACK")
-        except self._psycopg.Error:
-            log.debug("error ignored rolling back on %s", self._url, exc_info=True)
+    # -- table setup -------------------------------------------------------------------
 
     async def _fill(self) -> None:
         """Set up the tables on the pool's first connection, then open ``min_size`` in all; closed if that fails."""
@@ -370,7 +294,7 @@ class _PostgresCommon(SqlStorage):
             raise
         finally:
             for conn in conns:
-                await self._give(conn)  # closed if the pool was
+                await self._give(conn, None)  # closed if the pool was
 
     async def _setup(self, conn: Any) -> None:
         """Create what is missing; with ``create=False`` only check (one read) that the tables are there."""
@@ -383,15 +307,17 @@ class _PostgresCommon(SqlStorage):
                 if missing:
                     raise missing_tables(f"{self._url} (schema {schema})", missing)
                 return
-            await self._query(conn, "BEGIN")
-            async with self._committed(conn):
-                for sql in self.dialect.ddl():
-                    await self._query(conn, sql)
+            await self._committed(conn, self._create_tables)
         except self._psycopg.Error as exc:
             error = self._error(exc)
+            assert error is not None
             if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
                 error.args = (f"{error}; {CREATE_FALSE_ADVICE}",)
             raise_unchained(error)
+
+    async def _create_tables(self, conn: Any) -> None:
+        for sql in self.dialect.ddl():
+            await self._query(conn, sql)
 
     # -- bulk writes: a batch as one JSON document, one statement (see bulk) ----------
 
@@ -415,7 +341,7 @@ class _PostgresCommon(SqlStorage):
         if prepared is None:
             prepared = self._prepared_reads[read.sql] = keyreads.prepared_read(read.sql, len(self._prepared_reads))
         try:
-            rows = await self._attempts(True, _fetch_key, prepared, key)
+            rows = await self._attempts(functools.partial(_fetch_key, prepared=prepared, key=key), read=True)
         except (AttributeError, TypeError) as error:  # never a database's answer: psycopg's libpq layer changed
             self._keyreads = None
             fast_path_failed(error)
@@ -457,9 +383,6 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 
     async def _checkout(self) -> Any:
         return self._pool.take()
-
-    async def _give(self, conn: Any) -> None:
-        self._pool.give(conn)
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.workmem_cursor
@@ -529,9 +452,6 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
     async def _checkout(self) -> Any:
         return await self._pool.take()
 
-    async def _give(self, conn: Any) -> None:
-        self._pool.give(conn)  # never suspends: a cancelled caller cannot lose the connection half way
-
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
         cursor = conn.workmem_cursor
         with statement():  # psycopg's warning on a cancellation it cannot complete: a debug record of ours
@@ -544,5 +464,5 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
         await self._pool.close()
 
 
-async def _fetch_key(conn: Any, prepared: PreparedRead, key: str) -> list[tuple[Any, ...]]:
+async def _fetch_key(conn: Any, *, prepared: PreparedRead, key: str) -> list[tuple[Any, ...]]:
     return await conn.workmem_reads.fetch(prepared, key)  # type: ignore[no-any-return]

@@ -6,7 +6,8 @@
   :mod:`workmem.adapters.libsql.dialect`, :mod:`workmem.adapters.postgres.dialect`,
   :mod:`workmem.adapters.oracle.dialect`;
 * :mod:`.rows` — rows to records (records after an update or merge: :mod:`workmem.changes`);
-* :mod:`.storage` — :class:`SqlStorage`, the contract's flow over ``_execute`` and ``_transaction``.
+* :mod:`.hooks` — :class:`SqlHooks`, the contract's flow, the attempt loop and the :class:`Transaction`,
+  over a small connection port and two policies (error, retry) that each backend implements.
 
 No module here imports a database driver.
 """
@@ -14,6 +15,17 @@ No module here imports a database driver.
 from __future__ import annotations
 
 from .dialect import Dialect, KeyRead, Statement, identifier
-from .storage import Result, Session, SqlStorage
+from .hooks import Attempt, Result, SqlHooks, Transaction
+from .storage import SqlStorage  # interim: libSQL's base until it moves onto SqlHooks' port
 
-__all__ = ["Dialect", "KeyRead", "Result", "Session", "SqlStorage", "Statement", "identifier"]
+__all__ = [
+    "Attempt",
+    "Dialect",
+    "KeyRead",
+    "Result",
+    "SqlHooks",
+    "SqlStorage",
+    "Statement",
+    "Transaction",
+    "identifier",
+]

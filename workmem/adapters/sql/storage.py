@@ -1,110 +1,29 @@
-"""``SqlStorage``: the storage contract on any SQL database, given a dialect and two I/O primitives.
+"""Interim: what libSQL's storage imports until it moves onto the port of :class:`~.hooks.SqlHooks`.
 
-An adapter supplies two I/O primitives, as coroutines: :meth:`SqlStorage._execute`
-(one statement in its own transaction) and :meth:`SqlStorage._transaction` (a
-read-modify-write transaction opened with :attr:`Dialect.begin_write`); the
-statements, row mapping and the order of steps (fast path, fallback) are here,
-once, for the sync and the async API alike. A sync adapter's primitives call
-its blocking driver and never suspend (see :func:`workmem.flows.run_sync`); an
-async one's await its async driver. Arguments arrive checked (:mod:`workmem.flows`).
-
-Reads are one statement. Insert-only ``create_thread`` and owner-checked
-``save_thread`` are one statement (Oracle's ``MERGE`` returns no row, so its
-adapter reads the row back in the same transaction). ``update_*`` and ``merge_working_memory`` are one statement
-where the dialect can express them (:attr:`Dialect.native_shallow_merge`,
-:meth:`Dialect.merge_statement`), otherwise a transaction that locks what it
-reads (the row, or the whole database for SQLite) before computing the new
-record with :mod:`workmem.changes`.
+libSQL keeps its own ``_execute`` and ``_transaction`` here for now (issue 27 moves it onto the
+shared attempt loop); nothing else uses this module, and it goes with that move.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, contextmanager
-from datetime import datetime
-from typing import Any, NamedTuple, Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
+from typing import Any
 
-from workmem.changes import memory_given, merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.checks import ListQuery, ScopeTarget, check_owner, thread_working_memory_to_merge
-from workmem.errors import (
-    BackendBusyError,
-    ThreadExistsError,
-    ThreadNotFoundError,
-    ThreadOwnershipError,
-    UnreadableRecordError,
-    WorkmemError,
-)
-from workmem.flows import StorageHooks, read_record_page
-from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.errors import WorkmemError
 
-from .dialect import Dialect, KeyRead, Statement
-from .rows import load_json, resource_from_row, thread_from_row
+from .dialect import Statement
+from .hooks import Attempt, Result, SqlHooks, Transaction
 
-__all__ = [
-    "ExactCheckNeeded",
-    "Result",
-    "Run",
-    "Session",
-    "SqlStorage",
-    "StoredMetadataUnreadable",
-    "blocking_transaction",
-]
+__all__ = ["Run", "Session", "SqlStorage", "blocking_transaction"]
 
-
-R = TypeVar("R")
-
-LIST_ATTEMPTS = 10
-"""How often a page past the last is read again when threads are created between it and its count."""
-
-
-class ExactCheckNeeded(WorkmemError):
-    """Internal: a one-statement update stopped, nothing written, because only the exact check can decide.
-
-    The database's cheap size measure over-estimates (PostgreSQL's jsonb text), or stored working
-    memory may read differently in Python than in the database (an escape, an exponent, a repeated
-    key, ...); :class:`SqlStorage` catches this and redoes the operation as a row-locked
-    read-modify-write decided in Python, so every backend accepts and refuses the same input.
-    """
-
-
-class StoredMetadataUnreadable(WorkmemError):
-    """Internal: a one-statement write stopped, nothing written, because the stored metadata is no JSON object.
-
-    :class:`SqlStorage` raises it as :class:`UnreadableRecordError` naming the record, as a
-    read-modify-write that reads the record first would.
-    """
-
-
-@contextmanager
-def _record(kind: str, record_id: str) -> Iterator[None]:
-    """Name the record of a one-statement write whose stored metadata cannot be read."""
-    try:
-        yield
-    except StoredMetadataUnreadable as exc:
-        raise UnreadableRecordError(kind, record_id, str(exc)) from None
-
-
-class Result(NamedTuple):
-    """What one statement returned."""
-
-    rows: list[tuple[Any, ...]]
-    rowcount: int
-
-
-class Session(Protocol):
-    """An open transaction."""
-
-    async def execute(self, statement: Statement) -> Result: ...
-
+Session = Transaction
 
 Run = Callable[[Statement], Result]
 """One statement run on a connection of an open transaction, by a blocking driver."""
 
 
-class _BlockingSession:
-    """A :class:`Session` over a blocking driver: ``execute`` never suspends."""
-
+class _BlockingSession(Transaction):
     __slots__ = ("_run",)
 
     def __init__(self, run: Run) -> None:
@@ -115,231 +34,29 @@ class _BlockingSession:
 
 
 @asynccontextmanager
-async def blocking_transaction(transaction: AbstractContextManager[Run]) -> AsyncIterator[Session]:
-    """A sync adapter's transaction (a context manager yielding its :data:`Run`) as :meth:`SqlStorage._transaction`.
-
-    Entering, committing and rolling back stay the adapter's own blocking code; nothing here suspends.
-    """
+async def blocking_transaction(transaction: AbstractContextManager[Run]) -> AsyncIterator[Transaction]:
+    """A sync adapter's transaction (a context manager yielding its :data:`Run`) as ``_transaction``."""
     with transaction as run:
         yield _BlockingSession(run)
 
 
-def _row_id(row: Sequence[Any]) -> str:
-    return str(row[0])
+class SqlStorage(SqlHooks):
+    """libSQL's base until it implements the port: it overrides ``_execute``, ``_transaction`` and ``_error``."""
 
+    async def _checkout(self) -> Any:
+        raise NotImplementedError
 
-class SqlStorage(StorageHooks):
-    """The hooks on SQL; a subclass connects, runs statements and maps driver errors.
+    async def _give(self, conn: Any, failure: BaseException | None = None) -> None:
+        raise NotImplementedError
 
-    It is mixed with :class:`~workmem.storage.MemoryStorage` (sync primitives) or
-    :class:`~workmem.aio.AsyncMemoryStorage` (async primitives).
-    """
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        raise NotImplementedError
 
-    def __init__(self, dialect: Dialect) -> None:
-        self.dialect = dialect
+    async def _rollback(self, conn: Any, cause: BaseException) -> None:
+        raise NotImplementedError
 
-    @abstractmethod
-    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        """Run one statement in its own transaction; a ``read`` may be retried on a dropped connection."""
+    def _error(self, exc: Exception) -> WorkmemError | None:
+        raise NotImplementedError
 
-    @abstractmethod
-    def _transaction(self) -> AbstractAsyncContextManager[Session]:
-        """A transaction begun with ``dialect.begin_write``, committed on exit, rolled back on error."""
-
-    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
-        """The record read by primary key, or ``None``; an adapter may run ``read.rendered`` directly (hot path)."""
-        rows = (await self._execute(read.statement(key), read=True)).rows
-        return read.record(rows[0]) if rows else None
-
-    # -- resources -----------------------------------------------------------------
-
-    async def _get_resource(self, resource_id: str) -> Resource | None:
-        return await self._read_key(self.dialect.resource_by_id, resource_id)
-
-    async def _save_resource(self, resource: Resource) -> Resource:
-        await self._execute(self.dialect.upsert_resource(resource))
-        return resource
-
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        limited = max_chars is not None and isinstance(working_memory, str)
-        if self.dialect.native_shallow_merge and not limited:
-            statement = self.dialect.update_resource(resource_id, working_memory, metadata, now)
-            try:
-                with _record("resource", resource_id):
-                    return resource_from_row((await self._execute(statement)).rows[0])
-            except ExactCheckNeeded:
-                pass  # near the size limit: decided below, under a row lock
-        # A max_chars limit compares with the stored memory: decided here, on the locked row.
-        async with self._transaction() as tx:
-            old = await self._lock_resource(tx, resource_id, now)
-            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
-            await tx.execute(self.dialect.upsert_resource(new))
-        return new
-
-    def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:
-        """The write that stores a resource merge's result ``text`` over ``old`` (locked): the whole record here."""
-        return self.dialect.upsert_resource(updated_resource(old, resource_id, text, UNSET, now))
-
-    async def _lock_resource(self, tx: Session, resource_id: str, now: datetime) -> Resource | None:
-        if self.dialect.row_locks:  # a missing row cannot be locked: create it first
-            await tx.execute(self.dialect.insert_missing_resource(resource_id, now))
-        rows = (await tx.execute(self.dialect.select_resource(resource_id, lock=True))).rows
-        return resource_from_row(rows[0]) if rows else None
-
-    # -- threads -------------------------------------------------------------------
-
-    async def _get_thread(self, thread_id: str) -> Thread | None:
-        return await self._read_key(self.dialect.thread_by_id, thread_id)
-
-    async def _create_thread(self, thread: Thread) -> Thread:
-        if (await self._execute(self.dialect.create_thread(thread))).rowcount == 0:
-            raise ThreadExistsError(thread.id)
-        return thread
-
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
-        rows = (await self._execute(self.dialect.save_thread(thread, now))).rows
-        if not rows:
-            raise ThreadOwnershipError(thread.id, thread.resource_id)
-        return thread_from_row(rows[0])
-
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        limited = max_chars is not None and memory_given(metadata) is not None
-        if self.dialect.native_shallow_merge and not limited:
-            statement = self.dialect.update_thread(thread_id, title, metadata, now, owner)
-            try:
-                with _record("thread", thread_id):
-                    rows = (await self._execute(statement)).rows
-            except ExactCheckNeeded:
-                rows = None  # near the size limit: decided below, under a row lock
-            if rows == []:
-                await self._not_owned(thread_id, owner)
-                raise ThreadNotFoundError(thread_id)
-            if rows:
-                return thread_from_row(rows[0])
-        # A max_chars limit compares with the stored memory: decided here, on the locked row.
-        async with self._transaction() as tx:
-            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now, owner, max_chars)
-            await tx.execute(self.dialect.write_thread(new))
-        return new
-
-    async def _not_owned(self, thread_id: str, owner: str | None) -> None:
-        """After a write conditioned on ``owner`` matched no row: raise when another resource owns the thread.
-
-        Nothing was written, so reading afterwards only picks the error. A thread this read finds under
-        ``owner`` itself was created after the write, which therefore saw no thread (not another owner's).
-        """
-        if owner is None:
-            return
-        rows = (await self._execute(self.dialect.select_thread(thread_id), read=True)).rows
-        if rows and rows[0][1] != owner:  # column 1: "resourceId"
-            raise ThreadOwnershipError(thread_id, owner)
-
-    async def _lock_thread(self, tx: Session, thread_id: str) -> Thread:
-        rows = (await tx.execute(self.dialect.select_thread(thread_id, lock=True))).rows
-        if not rows:
-            raise ThreadNotFoundError(thread_id)
-        return thread_from_row(rows[0])
-
-    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
-        if (await self._execute(self.dialect.delete_thread(thread_id, owner))).rowcount > 0:
-            return True
-        await self._not_owned(thread_id, owner)
-        return False
-
-    async def _list_threads(self, query: ListQuery) -> ThreadPage:
-        for _ in range(LIST_ATTEMPTS):
-            rows = (await self._execute(self.dialect.list_threads(query), read=True)).rows
-            if rows:  # the count came with the rows, from the same statement
-                return query.read_page(rows, thread_from_row, int(rows[0][6]))
-            if query.offset == 0:
-                return query.read_page(rows, thread_from_row, 0)
-            # Past the last page the count comes from a second statement: it fits the empty page only if the
-            # page is still past the last one (else threads came meanwhile, and the page is read again).
-            count = await self._execute(self.dialect.count_threads(query.resource_id), read=True)
-            total = int(count.rows[0][0])
-            if total <= query.offset:
-                return query.read_page(rows, thread_from_row, total)
-        raise BackendBusyError(
-            f"threads of {query.resource_id!r} kept being created while a page past the last was read"
-        )
-
-    async def _replace_thread(self, thread: Thread) -> bool:
-        return (await self._execute(self.dialect.replace_thread(thread))).rowcount > 0
-
-    # -- every record: keyset pages and bulk inserts ------------------------------------
-
-    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
-        rows = (await self._execute(self.dialect.resource_page(after, limit), read=True)).rows
-        return read_record_page(rows, resource_from_row, _row_id, limit)
-
-    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
-        rows = (await self._execute(self.dialect.thread_page(after, limit), read=True)).rows
-        return read_record_page(rows, thread_from_row, _row_id, limit)
-
-    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
-        if not resources:
-            return frozenset()
-        inserted = {row[0] for row in (await self._execute(self.dialect.insert_resources(resources))).rows}
-        return frozenset(r.id for r in resources if r.id not in inserted)
-
-    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
-        if not threads:
-            return frozenset()
-        inserted = {row[0] for row in (await self._execute(self.dialect.insert_threads(threads))).rows}
-        return frozenset(t.id for t in threads if t.id not in inserted)
-
-    # -- working memory ------------------------------------------------------------
-
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
-        # A max_chars limit is decided on the merged text as workmem writes it (dump_json), which no database's
-        # own JSON output matches exactly (spacing, escapes, number formats, bytes): with a limit, the merge is
-        # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
-        statement = None if max_chars is not None else self.dialect.merge_statement(target, patch, now)
-        if statement is not None:
-            try:
-                with _record(target.scope, target.thread_id or target.resource_id or ""):
-                    rows = (await self._execute(statement)).rows
-            except ExactCheckNeeded:
-                rows = None  # near the size limit: decided below, under a row lock
-            if rows == []:
-                # No row changed: no such thread, another owner, or stored working memory that is not text
-                # (see Dialect.merge_statement); decided, and raised, below under a row lock.
-                rows = None
-            if rows:
-                merged = load_json(rows[0][0])
-                if not isinstance(merged, dict):
-                    reason = "the merged working memory read back is not a JSON object"
-                    raise UnreadableRecordError(target.scope, target.thread_id or target.resource_id or "", reason)
-                return merged
-        async with self._transaction() as tx:
-            if target.scope == "resource":
-                assert target.resource_id is not None
-                old = await self._lock_resource(tx, target.resource_id, now)
-                merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
-                await tx.execute(self._merged_resource(old, target.resource_id, text, now))
-                return merged
-            assert target.thread_id is not None
-            thread = await self._lock_thread(tx, target.thread_id)
-            check_owner(thread, target.resource_id)
-            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
-            await tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
-            return merged
+    def _again(self, exc: Exception, attempt: Attempt) -> float | None:
+        raise NotImplementedError

@@ -1,0 +1,486 @@
+"""``SqlHooks``: the storage contract on any SQL database, over a dialect and a small connection port.
+
+A backend gives :class:`SqlHooks` a port of small I/O methods, as coroutines:
+:meth:`~SqlHooks._checkout` and :meth:`~SqlHooks._give` (a pooled connection,
+and back), :meth:`~SqlHooks._query` (one rendered statement on it),
+:meth:`~SqlHooks._begin` / :meth:`~SqlHooks._commit` / :meth:`~SqlHooks._rollback`,
+and :meth:`~SqlHooks._writing` (a lock held around writes, where the backend
+needs one); and two policies: :meth:`~SqlHooks._error` (which workmem error a
+driver exception means) and :meth:`~SqlHooks._again` (whether, and after how
+long, work that failed runs again). A sync storage's port calls its blocking
+driver and never suspends (see :func:`workmem.flows.run_sync`); an async one's
+awaits its async driver. Everything else is here, once: the attempt loop
+(:meth:`~SqlHooks._attempts`), one statement (:meth:`~SqlHooks._execute`), the
+read-modify-write :class:`Transaction` (:meth:`~SqlHooks._transaction`), the
+statements, the row mapping and the order of steps (fast path, fallback).
+Arguments arrive checked (:mod:`workmem.flows`).
+
+Reads are one statement. Insert-only ``create_thread`` and owner-checked
+``save_thread`` are one statement (Oracle's ``MERGE`` returns no row, so its
+adapter reads the row back in the same transaction). ``update_*`` and ``merge_working_memory`` are one statement
+where the dialect can express them (:attr:`Dialect.native_shallow_merge`,
+:meth:`Dialect.merge_statement`), otherwise a transaction that locks what it
+reads (the row, or the whole database for SQLite) before computing the new
+record with :mod:`workmem.changes`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
+from datetime import datetime
+from typing import Any, ClassVar, NamedTuple, TypeVar
+
+from workmem.changes import memory_given, merge_document, updated_resource, updated_thread, with_thread_memory
+from workmem.checks import ListQuery, ScopeTarget, check_owner, thread_working_memory_to_merge
+from workmem.errors import (
+    BackendBusyError,
+    ThreadExistsError,
+    ThreadNotFoundError,
+    ThreadOwnershipError,
+    UnreadableRecordError,
+    WorkmemError,
+)
+from workmem.flows import StorageHooks, read_record_page
+from workmem.masking import raise_unchained
+from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
+
+from .dialect import Dialect, KeyRead, Statement
+from .rows import load_json, resource_from_row, thread_from_row
+
+__all__ = [
+    "Attempt",
+    "ExactCheckNeeded",
+    "Result",
+    "SqlHooks",
+    "StoredMetadataUnreadable",
+    "Transaction",
+]
+
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+LIST_ATTEMPTS = 10
+"""How often a page past the last is read again when threads are created between it and its count."""
+
+
+class ExactCheckNeeded(WorkmemError):
+    """Internal: a one-statement update stopped, nothing written, because only the exact check can decide.
+
+    The database's cheap size measure over-estimates (PostgreSQL's jsonb text), or stored working
+    memory may read differently in Python than in the database (an escape, an exponent, a repeated
+    key, ...); :class:`SqlHooks` catches this and redoes the operation as a row-locked
+    read-modify-write decided in Python, so every backend accepts and refuses the same input.
+    """
+
+
+class StoredMetadataUnreadable(WorkmemError):
+    """Internal: a one-statement write stopped, nothing written, because the stored metadata is no JSON object.
+
+    :class:`SqlHooks` raises it as :class:`UnreadableRecordError` naming the record, as a
+    read-modify-write that reads the record first would.
+    """
+
+
+@contextmanager
+def _record(kind: str, record_id: str) -> Iterator[None]:
+    """Name the record of a one-statement write whose stored metadata cannot be read."""
+    try:
+        yield
+    except StoredMetadataUnreadable as exc:
+        raise UnreadableRecordError(kind, record_id, str(exc)) from None
+
+
+class Result(NamedTuple):
+    """What one statement returned."""
+
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+
+class Attempt(NamedTuple):
+    """One run of a piece of work, as :meth:`SqlHooks._again` sees it when the run failed."""
+
+    number: int
+    """1 for the first run."""
+    read: bool
+    """Running it again is safe whatever happened: it writes nothing (a read, or opening a transaction)."""
+    started: float
+    """:func:`time.monotonic` when the first run began."""
+
+
+class Transaction:
+    """An open transaction: each statement rendered and run on its connection (errors as the driver raises them)."""
+
+    __slots__ = ("_conn", "_hooks")
+
+    def __init__(self, hooks: SqlHooks, conn: Any) -> None:
+        self._hooks = hooks
+        self._conn = conn
+
+    async def execute(self, statement: Statement) -> Result:
+        return await self._hooks._query(self._conn, *self._hooks.dialect.render(statement))
+
+
+def _row_id(row: Sequence[Any]) -> str:
+    return str(row[0])
+
+
+class SqlHooks(StorageHooks):
+    """The hooks on SQL, over a connection port and two policies that each backend implements.
+
+    It is mixed with :class:`~workmem.storage.MemoryStorage` (a port that never
+    suspends) or :class:`~workmem.aio.AsyncMemoryStorage` (an awaited port).
+    """
+
+    autocommit: ClassVar[bool] = True
+    """A statement outside a transaction commits by itself. Oracle's does not: its writes run as transactions."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+
+    # -- the port: what each backend implements over its driver --------------------------
+
+    @abstractmethod
+    async def _checkout(self) -> Any:
+        """A connection for this caller alone, until :meth:`_give`; the driver's error if none can be had."""
+
+    @abstractmethod
+    async def _give(self, conn: Any, failure: BaseException | None = None) -> None:
+        """Give ``conn`` back, after ``failure`` (``None``: the work succeeded); never raises, never loses it."""
+
+    @abstractmethod
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        """Run one rendered statement on ``conn``; the driver's error as raised."""
+
+    async def _begin(self, conn: Any) -> None:
+        """Open a write transaction on ``conn``: :attr:`Dialect.begin_write` (empty: the database opens one itself)."""
+        if self.dialect.begin_write:
+            await self._query(conn, self.dialect.begin_write)
+
+    async def _commit(self, conn: Any) -> None:
+        await self._query(conn, "COMMIT")
+
+    @abstractmethod
+    async def _rollback(self, conn: Any, cause: BaseException) -> None:
+        """Roll back the transaction open on ``conn`` after ``cause``; the driver's errors ignored."""
+
+    def _writing(self) -> AbstractContextManager[object]:
+        """Held around every write: nothing here; a lock where the backend needs one writer at a time."""
+        return nullcontext()
+
+    # -- the two policies ---------------------------------------------------------------
+
+    @abstractmethod
+    def _error(self, exc: Exception) -> WorkmemError | None:
+        """The workmem error the driver's ``exc`` means, secrets masked; ``None``: not the driver's (raised as is)."""
+
+    @abstractmethod
+    def _again(self, exc: Exception, attempt: Attempt) -> float | None:
+        """Seconds to wait before the work that failed with the driver's ``exc`` runs again; ``None``: it does not."""
+
+    # -- connections, the attempt loop, transactions: written once ----------------------
+
+    async def _take(self) -> Any:
+        """A connection from :meth:`_checkout`; failing to get one is never retried (the reason comes back at once)."""
+        try:
+            return await self._checkout()
+        except Exception as exc:
+            error = self._error(exc)
+            if error is None:
+                raise
+            raise_unchained(error)
+
+    async def _attempts(
+        self, work: Callable[[Any], Awaitable[T]], *, read: bool, transaction: bool = False, hold: bool = False
+    ) -> T:
+        """``await work(conn)`` on a pooled connection, in a transaction if ``transaction``; the only attempt loop.
+
+        Work that failed with a driver error runs again, on a connection taken anew, when and as
+        :meth:`_again` says; otherwise its error is raised as :meth:`_error` maps it. With
+        ``hold``, the connection is not given back when the work succeeds: its value holds it.
+        """
+        attempt = Attempt(1, read, time.monotonic())
+        while True:
+            conn = await self._take()
+            try:
+                value = await (self._committed(conn, work) if transaction else work(conn))
+            except BaseException as exc:
+                delay = await self._failed(conn, exc, attempt)
+            else:
+                if not hold:
+                    await self._give(conn, None)
+                return value
+            await self._pause(delay)
+            attempt = attempt._replace(number=attempt.number + 1)
+
+    async def _failed(self, conn: Any, exc: BaseException, attempt: Attempt | None) -> float:
+        """Give ``conn`` back after ``exc``; the seconds before ``attempt`` runs again, else raise what ``exc`` means.
+
+        With no ``attempt`` (a transaction's own block, which cannot run again) it always raises.
+        """
+        await self._give(conn, exc)
+        error = self._error(exc) if isinstance(exc, Exception) else None
+        if error is None or not isinstance(exc, Exception):
+            raise exc
+        delay = None if attempt is None else self._again(exc, attempt)
+        if delay is None:
+            del exc  # not a local of this frame in the error's traceback
+            raise_unchained(error)
+        return delay
+
+    async def _committed(self, conn: Any, work: Callable[[Any], Awaitable[T]]) -> T:
+        """``await work(conn)`` in a transaction on ``conn``: begun, then committed, or rolled back if it raises."""
+        await self._begin(conn)
+        try:
+            value = await work(conn)
+        except BaseException as exc:
+            await self._rollback(conn, exc)
+            raise
+        await self._commit(conn)
+        return value
+
+    async def _begun(self, conn: Any) -> Any:
+        await self._begin(conn)
+        return conn
+
+    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
+        """Run one statement in its own transaction; a ``read`` may run again (:meth:`_again`)."""
+        sql, params = self.dialect.render(statement)
+        return await self._execute_sql(sql, params, read=read)
+
+    async def _execute_sql(self, sql: str, params: Any, *, read: bool = False) -> Result:
+        """:meth:`_execute` for a statement rendered already."""
+
+        def work(conn: Any) -> Awaitable[Result]:
+            return self._query(conn, sql, params)
+
+        with nullcontext() if read else self._writing():
+            return await self._attempts(work, read=read, transaction=not (read or self.autocommit))
+
+    def _transaction(self) -> AbstractAsyncContextManager[Transaction]:
+        """A write transaction on a pooled connection, committed when the block ends (rolled back if it raises).
+
+        Opening it (a connection, ``BEGIN``) may run again as a read would: nothing of it ran yet.
+        """
+        return self._transacting()
+
+    @asynccontextmanager
+    async def _transacting(self) -> AsyncIterator[Transaction]:
+        with self._writing():
+            conn = await self._attempts(self._begun, read=True, hold=True)
+            try:
+                yield Transaction(self, conn)
+                await self._commit(conn)
+            except BaseException as exc:
+                await self._rollback(conn, exc)
+                await self._failed(conn, exc, None)
+                raise  # not reached: _failed raised
+            await self._give(conn, None)
+
+    async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
+        """The record read by primary key, or ``None``; an adapter may run ``read.rendered`` directly (hot path)."""
+        rows = (await self._execute(read.statement(key), read=True)).rows
+        return read.record(rows[0]) if rows else None
+
+    # -- resources -----------------------------------------------------------------
+
+    async def _get_resource(self, resource_id: str) -> Resource | None:
+        return await self._read_key(self.dialect.resource_by_id, resource_id)
+
+    async def _save_resource(self, resource: Resource) -> Resource:
+        await self._execute(self.dialect.upsert_resource(resource))
+        return resource
+
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+    ) -> Resource:
+        limited = max_chars is not None and isinstance(working_memory, str)
+        if self.dialect.native_shallow_merge and not limited:
+            statement = self.dialect.update_resource(resource_id, working_memory, metadata, now)
+            try:
+                with _record("resource", resource_id):
+                    return resource_from_row((await self._execute(statement)).rows[0])
+            except ExactCheckNeeded:
+                pass  # near the size limit: decided below, under a row lock
+        # A max_chars limit compares with the stored memory: decided here, on the locked row.
+        async with self._transaction() as tx:
+            old = await self._lock_resource(tx, resource_id, now)
+            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
+            await tx.execute(self.dialect.upsert_resource(new))
+        return new
+
+    def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:
+        """The write that stores a resource merge's result ``text`` over ``old`` (locked): the whole record here."""
+        return self.dialect.upsert_resource(updated_resource(old, resource_id, text, UNSET, now))
+
+    async def _lock_resource(self, tx: Transaction, resource_id: str, now: datetime) -> Resource | None:
+        if self.dialect.row_locks:  # a missing row cannot be locked: create it first
+            await tx.execute(self.dialect.insert_missing_resource(resource_id, now))
+        rows = (await tx.execute(self.dialect.select_resource(resource_id, lock=True))).rows
+        return resource_from_row(rows[0]) if rows else None
+
+    # -- threads -------------------------------------------------------------------
+
+    async def _get_thread(self, thread_id: str) -> Thread | None:
+        return await self._read_key(self.dialect.thread_by_id, thread_id)
+
+    async def _create_thread(self, thread: Thread) -> Thread:
+        if (await self._execute(self.dialect.create_thread(thread))).rowcount == 0:
+            raise ThreadExistsError(thread.id)
+        return thread
+
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+        rows = (await self._execute(self.dialect.save_thread(thread, now))).rows
+        if not rows:
+            raise ThreadOwnershipError(thread.id, thread.resource_id)
+        return thread_from_row(rows[0])
+
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+        max_chars: int | None = None,
+    ) -> Thread:
+        limited = max_chars is not None and memory_given(metadata) is not None
+        if self.dialect.native_shallow_merge and not limited:
+            statement = self.dialect.update_thread(thread_id, title, metadata, now, owner)
+            try:
+                with _record("thread", thread_id):
+                    rows = (await self._execute(statement)).rows
+            except ExactCheckNeeded:
+                rows = None  # near the size limit: decided below, under a row lock
+            if rows == []:
+                await self._not_owned(thread_id, owner)
+                raise ThreadNotFoundError(thread_id)
+            if rows:
+                return thread_from_row(rows[0])
+        # A max_chars limit compares with the stored memory: decided here, on the locked row.
+        async with self._transaction() as tx:
+            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now, owner, max_chars)
+            await tx.execute(self.dialect.write_thread(new))
+        return new
+
+    async def _not_owned(self, thread_id: str, owner: str | None) -> None:
+        """After a write conditioned on ``owner`` matched no row: raise when another resource owns the thread.
+
+        Nothing was written, so reading afterwards only picks the error. A thread this read finds under
+        ``owner`` itself was created after the write, which therefore saw no thread (not another owner's).
+        """
+        if owner is None:
+            return
+        rows = (await self._execute(self.dialect.select_thread(thread_id), read=True)).rows
+        if rows and rows[0][1] != owner:  # column 1: "resourceId"
+            raise ThreadOwnershipError(thread_id, owner)
+
+    async def _lock_thread(self, tx: Transaction, thread_id: str) -> Thread:
+        rows = (await tx.execute(self.dialect.select_thread(thread_id, lock=True))).rows
+        if not rows:
+            raise ThreadNotFoundError(thread_id)
+        return thread_from_row(rows[0])
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        if (await self._execute(self.dialect.delete_thread(thread_id, owner))).rowcount > 0:
+            return True
+        await self._not_owned(thread_id, owner)
+        return False
+
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        for _ in range(LIST_ATTEMPTS):
+            rows = (await self._execute(self.dialect.list_threads(query), read=True)).rows
+            if rows:  # the count came with the rows, from the same statement
+                return query.read_page(rows, thread_from_row, int(rows[0][6]))
+            if query.offset == 0:
+                return query.read_page(rows, thread_from_row, 0)
+            # Past the last page the count comes from a second statement: it fits the empty page only if the
+            # page is still past the last one (else threads came meanwhile, and the page is read again).
+            count = await self._execute(self.dialect.count_threads(query.resource_id), read=True)
+            total = int(count.rows[0][0])
+            if total <= query.offset:
+                return query.read_page(rows, thread_from_row, total)
+        raise BackendBusyError(
+            f"threads of {query.resource_id!r} kept being created while a page past the last was read"
+        )
+
+    async def _replace_thread(self, thread: Thread) -> bool:
+        return (await self._execute(self.dialect.replace_thread(thread))).rowcount > 0
+
+    # -- every record: keyset pages and bulk inserts ------------------------------------
+
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        rows = (await self._execute(self.dialect.resource_page(after, limit), read=True)).rows
+        return read_record_page(rows, resource_from_row, _row_id, limit)
+
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        rows = (await self._execute(self.dialect.thread_page(after, limit), read=True)).rows
+        return read_record_page(rows, thread_from_row, _row_id, limit)
+
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        if not resources:
+            return frozenset()
+        inserted = {row[0] for row in (await self._execute(self.dialect.insert_resources(resources))).rows}
+        return frozenset(r.id for r in resources if r.id not in inserted)
+
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        if not threads:
+            return frozenset()
+        inserted = {row[0] for row in (await self._execute(self.dialect.insert_threads(threads))).rows}
+        return frozenset(t.id for t in threads if t.id not in inserted)
+
+    # -- working memory ------------------------------------------------------------
+
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        # A max_chars limit is decided on the merged text as workmem writes it (dump_json), which no database's
+        # own JSON output matches exactly (spacing, escapes, number formats, bytes): with a limit, the merge is
+        # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
+        statement = None if max_chars is not None else self.dialect.merge_statement(target, patch, now)
+        if statement is not None:
+            try:
+                with _record(target.scope, target.thread_id or target.resource_id or ""):
+                    rows = (await self._execute(statement)).rows
+            except ExactCheckNeeded:
+                rows = None  # near the size limit: decided below, under a row lock
+            if rows == []:
+                # No row changed: no such thread, another owner, or stored working memory that is not text
+                # (see Dialect.merge_statement); decided, and raised, below under a row lock.
+                rows = None
+            if rows:
+                merged = load_json(rows[0][0])
+                if not isinstance(merged, dict):
+                    reason = "the merged working memory read back is not a JSON object"
+                    raise UnreadableRecordError(target.scope, target.thread_id or target.resource_id or "", reason)
+                return merged
+        async with self._transaction() as tx:
+            if target.scope == "resource":
+                assert target.resource_id is not None
+                old = await self._lock_resource(tx, target.resource_id, now)
+                merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
+                await tx.execute(self._merged_resource(old, target.resource_id, text, now))
+                return merged
+            assert target.thread_id is not None
+            thread = await self._lock_thread(tx, target.thread_id)
+            check_owner(thread, target.resource_id)
+            merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
+            await tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
+            return merged
