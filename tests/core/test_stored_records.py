@@ -82,7 +82,7 @@ class Raw:
             dialect = self.storage.dialect  # type: ignore[attr-defined]
             target = dialect.threads if table == "mastra_threads" else dialect.resources
             marks = ", ".join("%s::jsonb" if c == "metadata" else "%s" for c in columns)
-            with psycopg.connect(self.storage._conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
+            with psycopg.connect(self.storage._settings.conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
                 conn.execute(f"INSERT INTO {target} ({names}) VALUES ({marks})", values)  # type: ignore[arg-type]
         else:
             raise AssertionError(f"no raw writer for {self.backend}")
@@ -306,7 +306,7 @@ def test_postgres_merges_plain_memory_in_one_statement() -> None:
 
     with fresh_schema_url() as url, workmem.connect(url) as storage:
         merge = f"{storage.dialect._prefix}.workmem_merge_document"  # type: ignore[attr-defined]
-        with psycopg.connect(storage._conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
+        with psycopg.connect(storage._settings.conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
 
             def run(stored: str) -> str:
                 return str(conn.execute(f"SELECT {merge}(%s, '{{\"n\":1}}')", [stored]).fetchone()[0])  # type: ignore[index]

@@ -22,8 +22,8 @@ from test_sql_contract import T0, T1, MakeStorage, SqlContract
 
 import workmem
 from workmem import BackendUnavailableError, Resource, Thread, ValidationError
+from workmem.adapters.postgres import PostgresStorage, parse_postgres_url
 from workmem.adapters.postgres.dialect import PostgresDialect
-from workmem.adapters.postgres.storage import PostgresStorage, parse_postgres_url
 from workmem.storage import check_list_args
 
 pytestmark = pytest.mark.backend("postgres")

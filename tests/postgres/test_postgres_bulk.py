@@ -21,8 +21,7 @@ from test_postgres import fresh_schema_url
 
 import workmem
 from workmem import Resource, Thread
-from workmem.adapters.postgres import bulk
-from workmem.adapters.postgres.storage import parse_postgres_url
+from workmem.adapters.postgres import bulk, parse_postgres_url
 
 pytestmark = pytest.mark.backend("postgres")
 

@@ -22,7 +22,7 @@ _SCENARIO = textwrap.dedent(
     """
     import asyncio, logging, sys
     import psycopg, workmem
-    from workmem.adapters.postgres.storage import parse_postgres_url
+    from workmem.adapters.postgres import parse_postgres_url
 
     url = sys.argv[1]
     conninfo, schema = parse_postgres_url(url)

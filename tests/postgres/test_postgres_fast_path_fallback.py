@@ -150,7 +150,7 @@ def test_an_error_of_the_database_is_not_taken_for_an_unexpected_psycopg(
     """A missing table is the database's answer: it raises as always, and the fast path stays on."""
     _stored(url)
     with PostgresStorage.from_url(url) as storage:
-        with psycopg.connect(storage._conninfo, autocommit=True) as admin:
+        with psycopg.connect(storage._settings.conninfo, autocommit=True) as admin:
             admin.execute(f"DROP TABLE {storage.dialect.threads} CASCADE")
         with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(workmem.BackendRefusedError):
             storage.get_thread("t-1")

@@ -60,7 +60,7 @@ def storage() -> Iterator[MemoryStorage]:
 
 @pytest.fixture(scope="module")
 def sql(storage: MemoryStorage) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(storage._conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
+    with psycopg.connect(storage._settings.conninfo, autocommit=True) as conn:  # type: ignore[attr-defined]
         yield conn
 
 

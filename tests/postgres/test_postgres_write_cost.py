@@ -33,8 +33,8 @@ from test_postgres import _MASTRA_SAVE, _counts, fresh_schema_url
 
 import workmem
 from workmem import Thread, ThreadExistsError, ThreadOwnershipError
+from workmem.adapters.postgres import parse_postgres_url
 from workmem.adapters.postgres.dialect import PostgresDialect
-from workmem.adapters.postgres.storage import parse_postgres_url
 
 pytestmark = pytest.mark.backend("postgres")
 

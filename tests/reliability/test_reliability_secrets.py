@@ -372,7 +372,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
 
     from workmem.adapters.mongodb.client import driver_url
     from workmem.adapters.oracle import OracleSettings
-    from workmem.adapters.postgres.storage import parse_postgres_url
+    from workmem.adapters.postgres import parse_postgres_url
     from workmem.adapters.upstash.connection import UpstashSettings
 
     secret = raw_password(kind)

@@ -373,11 +373,13 @@ def test_settings_objects_show_no_secret() -> None:
     """What a frame of an adapter holds besides the storage (whose repr is tested in test_reliability_secrets)."""
     from workmem.adapters.mongodb.client import Secrets
     from workmem.adapters.oracle import OracleSettings
+    from workmem.adapters.postgres import PostgresSettings
     from workmem.adapters.upstash.connection import UpstashSettings
 
     secret = new_secret()
     shown = [
         OracleSettings.from_url(f"oracle://u:{secret}@db.example.com:1521/FREEPDB1"),
+        PostgresSettings.from_url(f"postgresql://u:{secret}@db.example.com/app?schema=s1"),
         UpstashSettings.from_url(f"upstash+https://db.example.com?token={secret}", {}),
         UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com", {}),
         Secrets(f"mongodb://u:{secret}@db.example.com/agents"),

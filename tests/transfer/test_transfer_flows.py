@@ -29,7 +29,7 @@ from test_transfer import T0, T1, expected_export, export_bytes, fill, marks, sa
 
 import workmem
 from workmem import BackendUnavailableError, Resource, Thread
-from workmem.adapters.postgres.storage import parse_postgres_url
+from workmem.adapters.postgres import parse_postgres_url
 from workmem.adapters.reference import AsyncInMemoryStorage, InMemoryStorage
 from workmem.transfer import engine, export_records, verify
 

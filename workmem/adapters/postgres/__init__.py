@@ -1,7 +1,8 @@
 """PostgreSQL (``postgresql://``, ``postgres://``, ``postgresql+psycopg://``).
 
-* :mod:`.storage` — :class:`PostgresStorage` and :class:`AsyncPostgresStorage` (``connect_async``): the URL,
-  the driver (psycopg 3, sync and async), statements run;
+* :mod:`.settings` — :class:`PostgresSettings`: where and how to connect, from the URL and options (no I/O);
+* :mod:`.storage` — :class:`PostgresStorage` and :class:`AsyncPostgresStorage` (``connect_async``): the SQL
+  core's hooks with PostgreSQL's port (psycopg 3, sync and async) and policies (SQLSTATE, one retry of a read);
 * :mod:`.dialect` — what PostgreSQL's SQL does differently (jsonb, triggers, plpgsql merge);
 * :mod:`.pool` — the connection pools, sync and async (connections opened by the caller that needs one),
   outage logging;
@@ -15,6 +16,7 @@ Logs go to the ``workmem.adapters.postgres`` logger.
 
 from __future__ import annotations
 
-from .storage import AsyncPostgresStorage, PostgresStorage, parse_postgres_url
+from .settings import PostgresSettings, parse_postgres_url
+from .storage import AsyncPostgresStorage, PostgresStorage
 
-__all__ = ["AsyncPostgresStorage", "PostgresStorage", "parse_postgres_url"]
+__all__ = ["AsyncPostgresStorage", "PostgresSettings", "PostgresStorage", "parse_postgres_url"]

@@ -43,7 +43,6 @@ import functools
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
-from urllib.parse import unquote
 
 from workmem.adapters.sql import Attempt, Result, SqlHooks
 from workmem.adapters.sql.dialect import KeyRead
@@ -59,20 +58,14 @@ from workmem.errors import (
 )
 from workmem.flows import run_sync
 from workmem.kit import (
-    check_number,
-    check_options,
     detach,
     driver_error,
-    encode_userinfo,
     import_driver,
     mask_secrets,
-    mask_url,
     raise_unchained,
-    split_userinfo,
-    url_secrets,
 )
 from workmem.records import Resource, Thread
-from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
+from workmem.storage import Capabilities, MemoryStorage, missing_tables
 
 from . import bulk
 from .connections import connection_class, fast_path, fast_path_failed
@@ -86,18 +79,17 @@ from .dialect import (
 )
 from .driverlog import statement
 from .pool import AsyncConnectionPool, ConnectionPool, log
+from .settings import PostgresSettings
 from .sqlstate import error_kind
 
 if TYPE_CHECKING:
     from .keyreads import PreparedRead
 
-__all__ = ["AsyncPostgresStorage", "PostgresStorage", "parse_postgres_url"]
+__all__ = ["AsyncPostgresStorage", "PostgresStorage"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
-_OPTIONS = frozenset({"min_size", "max_size", "timeout", "connect_timeout", "schema", "create"})
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 _INSUFFICIENT_PRIVILEGE = "42501"
 
@@ -114,47 +106,6 @@ _MISSING_TABLES = (
 )
 
 
-def parse_postgres_url(url: str) -> tuple[str, str]:
-    """``(conninfo, schema)``: the URL libpq understands (no ``schema``, plain scheme) and the schema name.
-
-    The user info is found as :func:`workmem.kit.split_userinfo` says and
-    handed on percent-encoded, so a raw ``#``, ``?``, ``/`` or ``@`` in the
-    password reaches libpq as written. Other query parameters go on as written.
-    """
-    info = split_userinfo(url)
-    scheme = info.head.removesuffix("://").lower()
-    if scheme not in _SCHEMES or info.head == url:
-        raise ValidationError(f"not a PostgreSQL URL: {mask_url(url)}")
-    where, _, query = info.rest.partition("?")
-    kept, schema = [], "public"
-    for piece in query.split("&") if query else []:
-        key, _, value = piece.partition("=")
-        if unquote(key) == "schema":
-            schema = unquote(value)
-        elif piece:
-            kept.append(piece)
-    return f"postgresql://{encode_userinfo(info)}{where}{'?' if kept else ''}{'&'.join(kept)}", schema
-
-
-def _check_sizes(min_size: Any, max_size: Any, timeout: Any, connect_timeout: Any) -> None:
-    """Refuse pool and timeout options of the wrong type or range (:class:`ValidationError`)."""
-    if not (type(min_size) is int and min_size >= 0):
-        raise ValidationError(f"min_size must be an int >= 0, not {min_size!r}")
-    if not (type(max_size) is int and max_size >= max(min_size, 1)):
-        raise ValidationError(f"max_size must be an int >= 1 and >= min_size ({min_size}), not {max_size!r}")
-    check_number("timeout", timeout, positive=True)
-    if connect_timeout is not None:
-        check_number("connect_timeout", connect_timeout, note=" (0: no limit)")
-
-
-def _has_parameter(psycopg: Any, conninfo: str, name: str) -> bool:
-    """Whether ``conninfo`` sets ``name`` (an unreadable conninfo: no; connecting will say what is wrong)."""
-    try:
-        return name in psycopg.conninfo.conninfo_to_dict(conninfo)
-    except psycopg.Error:
-        return False
-
-
 class _PostgresCommon(SqlHooks):
     """Everything the sync and the async PostgreSQL storage decide alike, over a port of four driver calls.
 
@@ -169,49 +120,28 @@ class _PostgresCommon(SqlHooks):
     dialect: PostgresDialect
     _pool: Any  # the connection pool, made by _start
 
-    def __init__(
-        self,
-        conninfo: str,
-        *,
-        schema: str = "public",
-        min_size: int = 1,
-        max_size: int = 10,
-        timeout: float = 30.0,
-        connect_timeout: int | None = None,
-        create: bool = True,
-        url: str | None = None,
-    ) -> None:
-        _check_sizes(min_size, max_size, timeout, connect_timeout)
-        super().__init__(PostgresDialect(schema))
+    def __init__(self, settings: PostgresSettings | str, **options: Any) -> None:
+        """Connect as ``settings`` say: a :class:`PostgresSettings`, or its arguments (a conninfo, options)."""
+        if isinstance(settings, str):
+            settings = PostgresSettings(settings, **options)
+        elif options:
+            raise ValidationError("options come with a conninfo, not with PostgresSettings")
+        super().__init__(PostgresDialect(settings.schema))
+        self._settings = settings
         self._psycopg = import_driver("psycopg", "postgres")
         # rows came back: read from the result's status (cursor.description builds a Column per column each call)
         self._tuples_ok = self._psycopg.pq.ExecStatus.TUPLES_OK
         # the prepared key reads on libpq (.keyreads), or None: this psycopg is not the one they were written for
         self._keyreads = fast_path(self._psycopg)
         self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
-        self._secrets = url_secrets(conninfo) + url_secrets(url or conninfo)
-        self._url = mask_url(url if url is not None else conninfo)
-        self._conninfo = conninfo
-        self._connect_options: dict[str, Any] = {"autocommit": True}
-        if connect_timeout is not None or not _has_parameter(self._psycopg, conninfo, "connect_timeout"):
-            self._connect_options["connect_timeout"] = 10 if connect_timeout is None else connect_timeout
-        self._min_size = min_size
-        self._max_size = max_size
-        self._timeout = timeout
-        self._create = check_create(create)
+        self._secrets = settings.secrets
+        self._url = settings.where
+        self._connect_options = settings.connect_options(self._psycopg)
         self._start()
 
     @abstractmethod
     def _start(self) -> None:
         """The rest of the constructor: the sync class opens its pool and sets up the tables (the async one in open)."""
-
-    @classmethod
-    def _arguments(cls, url: str, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """``(conninfo, options)`` for the constructor, from a URL and ``connect()``'s options."""
-        check_options(options, _OPTIONS, "PostgreSQL")
-        conninfo, schema = parse_postgres_url(url)
-        options.setdefault("schema", schema)
-        return conninfo, {**options, "url": url}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._url!r}, schema={self.dialect.schema!r})"
@@ -288,7 +218,7 @@ class _PostgresCommon(SqlHooks):
         conns = [await self._take()]
         try:
             await self._setup(conns[0])
-            conns += [await self._take() for _ in range(self._min_size - 1)]
+            conns += [await self._take() for _ in range(self._settings.min_size - 1)]
         except BaseException:
             await self._close()
             raise
@@ -301,7 +231,7 @@ class _PostgresCommon(SqlHooks):
         names = self.dialect.required_tables()
         schema = self.dialect.schema or "public"
         try:
-            if not self._create:
+            if not self._settings.create:
                 missing = [row[0] for row in (await self._query(conn, _MISSING_TABLES, (names, schema))).rows]
                 missing = self.dialect.without_counts(missing)
                 if missing:
@@ -311,7 +241,7 @@ class _PostgresCommon(SqlHooks):
         except self._psycopg.Error as exc:
             error = self._error(exc)
             assert error is not None
-            if self._create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
+            if self._settings.create and getattr(exc, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:  # say what to do
                 error.args = (f"{error}; {CREATE_FALSE_ADVICE}",)
             raise_unchained(error)
 
@@ -358,8 +288,8 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
         self._connection_class = self._connections(self._psycopg.Connection)
         self._pool = ConnectionPool(
             self._open_connection,
-            max_size=self._max_size,
-            timeout=self._timeout,
+            max_size=self._settings.max_size,
+            timeout=self._settings.timeout,
             where=self._url,
             describe=self._describe,
             is_outage=self._is_outage,
@@ -368,12 +298,11 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        conninfo, settings = cls._arguments(url, options)
-        return cls(conninfo, **settings)
+        return cls(PostgresSettings.from_url(url, **options))
 
     def _open_connection(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""
-        conn = self._connection_class.connect(self._conninfo, **self._connect_options)
+        conn = self._connection_class.connect(self._settings.conninfo, **self._connect_options)
         try:
             conn.execute(_SESSION_SETUP)
         except BaseException:
@@ -423,8 +352,8 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
         self._connection_class = self._connections(self._psycopg.AsyncConnection)
         self._pool = AsyncConnectionPool(
             self._open_connection,
-            max_size=self._max_size,
-            timeout=self._timeout,
+            max_size=self._settings.max_size,
+            timeout=self._settings.timeout,
             where=self._url,
             describe=self._describe,
             is_outage=self._is_outage,
@@ -432,14 +361,13 @@ class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
-        conninfo, settings = cls._arguments(url, options)
-        storage = cls(conninfo, **settings)
+        storage = cls(PostgresSettings.from_url(url, **options))
         await storage._fill()
         return storage
 
     async def _open_connection(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""
-        conn = await self._connection_class.connect(self._conninfo, **self._connect_options)
+        conn = await self._connection_class.connect(self._settings.conninfo, **self._connect_options)
         try:
             await conn.execute(_SESSION_SETUP)
         except BaseException:
