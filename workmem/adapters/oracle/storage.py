@@ -18,7 +18,7 @@ is native ``JSON`` from 21c on, ``CLOB CHECK (metadata IS JSON)`` before
 
 Both classes are :class:`OracleHooks`: the SQL core's hooks
 (:class:`~workmem.adapters.sql.SqlHooks`: the attempt loop, transactions), with
-Oracle's port over :mod:`.connection` (its blocking or its asyncio pool), its two
+Oracle's port over :mod:`.port` (its blocking or its asyncio pool), its two
 policies (errors by ORA/DPY code, :func:`~.dialect.runs_again`), the schema setup
 and the ``MERGE``s that return no row; the two classes differ only in opening the
 pool (:mod:`.settings` holds where and how).
@@ -50,17 +50,16 @@ from workmem.kit import driver_error, import_driver, missing_tables, raise_uncha
 from workmem.records import Resource, Thread
 from workmem.storage import Capabilities, MemoryStorage
 
-from .connection import AsyncOraclePool, BlockingOraclePool, OracleConnection, OraclePool
 from .dialect import (
     ALREADY_EXISTS,
     INVALID_DATATYPE,
     RESOURCE_BUSY,
-    SESSION_SETUP,
     OracleDialect,
     error_kind,
     oracle_error_code,
     runs_again,
 )
+from .port import AsyncOraclePool, BlockingOraclePool, OracleConnection, OraclePool
 from .settings import OracleSettings
 
 __all__ = ["AsyncOracleStorage", "OracleHooks", "OracleStorage"]
@@ -81,10 +80,11 @@ def _error(settings: OracleSettings, oracledb: Any, exc: Exception, action: str)
     return driver_error(error_kind(code, full_code), context, exc, settings.password, code=full_code or None)
 
 
-def _open_pool(settings: OracleSettings, oracledb: Any, create_pool: Callable[..., Any], callback: Any) -> Any:
-    """``create_pool(...)`` (blocking or asyncio: neither connects yet), its errors mapped."""
+def _open_pool(settings: OracleSettings, pool: type[BlockingOraclePool | AsyncOraclePool]) -> OraclePool:
+    """The pool (blocking or asyncio: neither connects yet), the driver's errors mapped."""
+    oracledb = import_driver("oracledb", "oracle")
     try:
-        return create_pool(**settings.pool_options(oracledb), session_callback=callback)
+        return pool.open(oracledb, settings.pool_options(oracledb))
     except Exception as exc:
         error = _error(settings, oracledb, exc, "connect")
         if error is None:
@@ -102,18 +102,18 @@ class OracleHooks(SqlHooks):
     autocommit: ClassVar[bool] = False
     dialect: OracleDialect
 
-    def __init__(self, settings: OracleSettings, oracledb: Any, pool: OraclePool) -> None:
+    def __init__(self, settings: OracleSettings, pool: OraclePool) -> None:
         """Keep an opened pool; :meth:`_setup` then reads (or creates) the tables and sets :attr:`dialect`."""
         super().__init__(OracleDialect(settings.table_prefix))
         self._settings = settings
-        self._oracledb = oracledb
+        self._oracledb = import_driver("oracledb", "oracle")  # its error classes
         self._pool = pool
         self._closed = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._settings.masked_url!r})"
 
-    # -- the port, over .connection ------------------------------------------------------
+    # -- the port, over .port ------------------------------------------------------------
 
     async def _checkout(self) -> OracleConnection:
         if self._closed:
@@ -274,19 +274,12 @@ class OracleStorage(OracleHooks, MemoryStorage):
     async_adapter: ClassVar[str | None] = "workmem.adapters.oracle:AsyncOracleStorage"
 
     def __init__(self, settings: OracleSettings) -> None:
-        oracledb = import_driver("oracledb", "oracle")
-        pool = _open_pool(settings, oracledb, oracledb.create_pool, self._setup_session)
-        super().__init__(settings, oracledb, BlockingOraclePool(oracledb, pool))
+        super().__init__(settings, _open_pool(settings, BlockingOraclePool))
         run_sync(self._setup())
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         return cls(OracleSettings.from_url(url, **options))
-
-    @staticmethod
-    def _setup_session(connection: Any, requested_tag: str | None) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(SESSION_SETUP)
 
     def drop_tables(self) -> None:
         """Drop this instance's tables; only allowed with a ``table_prefix`` (tests that made their own)."""
@@ -300,16 +293,9 @@ class AsyncOracleStorage(OracleHooks, AsyncMemoryStorage):
     async def open(cls, url: str, **options: Any) -> Self:
         """Open the pool and create what is missing (unless ``create=False``); options as :class:`OracleStorage`'s."""
         settings = OracleSettings.from_url(url, **options)
-        oracledb = import_driver("oracledb", "oracle")
-        pool = _open_pool(settings, oracledb, oracledb.create_pool_async, cls._setup_session)
-        storage = cls(settings, oracledb, AsyncOraclePool(oracledb, pool))
+        storage = cls(settings, _open_pool(settings, AsyncOraclePool))
         await storage._setup()
         return storage
-
-    @staticmethod
-    async def _setup_session(connection: Any, requested_tag: str | None) -> None:
-        with connection.cursor() as cursor:
-            await cursor.execute(SESSION_SETUP)
 
     async def drop_tables(self) -> None:
         """See :meth:`OracleStorage.drop_tables`."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from contextlib import suppress
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from workmem.adapters.sql import Result
 
-from .dialect import CLOB_PARAMS, decode_row, is_unique_violation
+from .dialect import CLOB_PARAMS, SESSION_SETUP, decode_row, is_unique_violation
 
 __all__ = [
     "AsyncOracleConnection",
@@ -175,6 +175,11 @@ class BlockingOraclePool:
         self._oracledb = oracledb
         self._pool = pool
 
+    @classmethod
+    def open(cls, oracledb: ModuleType, options: dict[str, Any]) -> Self:
+        """``oracledb.create_pool(**options)``: no connection yet; each new session set up once."""
+        return cls(oracledb, oracledb.create_pool(**options, session_callback=_setup_session))
+
     async def acquire(self) -> OracleConnection:
         return BlockingOracleConnection(self._oracledb, self._pool.acquire())
 
@@ -195,6 +200,11 @@ class AsyncOraclePool:
         self._oracledb = oracledb
         self._pool = pool
 
+    @classmethod
+    def open(cls, oracledb: ModuleType, options: dict[str, Any]) -> Self:
+        """``oracledb.create_pool_async(**options)`` (a plain call): no connection yet; each new session set up once."""
+        return cls(oracledb, oracledb.create_pool_async(**options, session_callback=_setup_session_async))
+
     async def acquire(self) -> OracleConnection:
         return AsyncOracleConnection(self._oracledb, await self._pool.acquire())
 
@@ -208,3 +218,13 @@ class AsyncOraclePool:
 
     async def close(self) -> None:
         await self._pool.close(force=True)
+
+
+def _setup_session(connection: Any, requested_tag: str | None) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(SESSION_SETUP)
+
+
+async def _setup_session_async(connection: Any, requested_tag: str | None) -> None:
+    with connection.cursor() as cursor:
+        await cursor.execute(SESSION_SETUP)
