@@ -127,9 +127,9 @@ def _postgres() -> Iterator[Namespace]:
 @contextmanager
 def _libsql() -> Iterator[Namespace]:
     try:
-        __import__("libsql")
+        __import__("apsw")
     except ImportError:
-        raise Unavailable("the libsql driver is not installed: pip install 'workmem[libsql]'") from None
+        raise Unavailable("the apsw driver is not installed: pip install 'workmem[libsql]'") from None
     directory = tempfile.mkdtemp(prefix="wmbench_")
     path = os.path.join(directory, "bench.db")
     try:

@@ -9,11 +9,18 @@ in three runs, each subject's figure the median of its three run medians:
 * ``int_key`` -- a row of a side table ``wmbench_int (id INTEGER PRIMARY KEY, v TEXT)``
   created in the same file.
 
-workmem's own ``get_thread`` runs on the wheel's file in the same interleaving.
-The threads are written through workmem (so their metadata is the wheel's
-JSONB). ``apsw`` and ``sqlite3`` read byte-identical copies of that file (taken
-after a ``wal_checkpoint(TRUNCATE)`` with every connection closed), never the
-file itself: two copies of SQLite in one process do not see each other's POSIX
+workmem itself runs in the same interleaving on both of its engines for a file
+(:mod:`workmem.adapters.libsql.engines`): ``workmem`` is the default, ``apsw``;
+``workmem_libsql`` is ``engine="libsql"``, the wheel. Each runs ``get_thread``
+(a lookup like the others) and ``merge`` (``merge_working_memory`` of one field
+into one of ten resources, a write transaction at the default ``synchronous=full``);
+``ratios`` gives apsw's time over the wheel's for each, from the same run.
+
+The threads are written through workmem on the wheel (so their metadata is the
+wheel's JSONB, as files written by earlier workmem versions hold it). Every
+other subject reads a byte-identical copy of that file of its own (taken after a
+``wal_checkpoint(TRUNCATE)`` with every connection closed), never the file
+itself: two copies of SQLite in one process do not see each other's POSIX
 locks (see :mod:`workmem.adapters.libsql.storage`). CPython's ``sqlite3`` may
 bundle an SQLite older than 3.45, which cannot read JSONB (``json(metadata)``
 fails with "malformed JSON"); it then selects the ``metadata`` blob as stored,
@@ -44,6 +51,8 @@ from workmem.records import Thread
 __all__ = ["ENGINES", "embedded_engines"]
 
 ENGINES = ("libsql", "apsw", "sqlite3")
+_WORKMEM = {"workmem": "apsw", "workmem_libsql": "libsql"}
+"""workmem's subjects: the name in the section, the engine it opens its copy of the file with."""
 RUNS = 3
 ROWS = 1000
 _COLUMNS = 'id, "resourceId", title, {metadata}, "createdAt", "updatedAt"'
@@ -100,10 +109,10 @@ def _json_rows(conn: Any) -> list[tuple[Any, ...]] | str:
 
 
 def _populate(path: Path) -> None:
-    """Threads through workmem (the wheel's JSONB metadata), the INTEGER-key table through the wheel."""
+    """Threads through workmem on the wheel (its JSONB metadata), the INTEGER-key table through the wheel."""
     import libsql
 
-    with workmem.connect(f"file:{path}") as storage:
+    with workmem.connect(f"file:{path}", engine="libsql") as storage:
         for i in range(ROWS):
             nested = {"x": i / 3, "big": 2**53 - 1 - i, "text": 'é ✓ "q"'}
             meta = {"topic": "bench", "n": i, "tags": ["a", "b"], "nested": nested}
@@ -131,13 +140,12 @@ def embedded_engines(settings: Settings) -> dict[str, Any]:
         original = Path(tmp) / "wheel.db"
         _populate(original)
         paths = {"libsql": original}
-        for engine in ENGINES[1:]:
+        for engine in (*ENGINES[1:], *_WORKMEM):
             paths[engine] = Path(tmp) / f"{engine}.db"
             shutil.copyfile(original, paths[engine])
         closers: list[Callable[[], None]] = []
         subjects: dict[str, Subject] = {}
         reference: list[tuple[Any, ...]] | str = []
-        storage = workmem.connect(f"file:{original}")
         try:
             for engine in ENGINES:
                 try:
@@ -170,17 +178,28 @@ def embedded_engines(settings: Settings) -> dict[str, Any]:
 
                 subjects[f"{engine}/text_key"] = text
                 subjects[f"{engine}/int_key"] = integer
-            subjects["workmem/get_thread"] = lambda i: storage.get_thread(_thread_id(i))
-            found = storage.get_thread(_thread_id(1))
-            out["engines"]["workmem"] = {
-                "status": "ok",
-                "library": "workmem get_thread (libsql wheel, file: URL, default pool)",
-                "statement": "LibSQLStorage.get_thread",
-                "record_ok": found is not None and found.id == _thread_id(1),
-            }
+            for name, engine in _WORKMEM.items():
+                storage = workmem.connect(f"file:{paths[name]}", engine=engine)
+                closers.append(storage.close)
+
+                def get_thread(i: int, storage: workmem.MemoryStorage = storage) -> object:
+                    return storage.get_thread(_thread_id(i))
+
+                def merge(i: int, storage: workmem.MemoryStorage = storage) -> object:
+                    return storage.merge_working_memory({"n": i}, scope="resource", resource_id=f"eng-r-{i % 10}")
+
+                subjects[f"{name}/get_thread"] = get_thread
+                subjects[f"{name}/merge"] = merge
+                found = storage.get_thread(_thread_id(1))
+                out["engines"][name] = {
+                    "status": "ok",
+                    "library": f"workmem get_thread and merge (engine={engine!r}, file: URL, default pool)",
+                    "statement": "LibSQLStorage.get_thread",
+                    "record_ok": found is not None and found.id == _thread_id(1),
+                    "engine": getattr(storage, "engine", None),
+                }
             runs = [interleaved(subjects, samples=settings.samples, budget_s=settings.budget_s) for _ in range(RUNS)]
         finally:
-            storage.close()
             for close in closers:
                 close()
     for name in subjects:
@@ -191,4 +210,7 @@ def embedded_engines(settings: Settings) -> dict[str, Any]:
             "run_medians_us": [round(m, 2) for m in medians],
             "n_per_run": [run[name].n for run in runs],
         }
+    ours, wheel = out["engines"]["workmem"], out["engines"]["workmem_libsql"]
+    kinds = ("get_thread", "merge")
+    out["ratios"] = {kind: round(ours[kind]["median_us"] / wheel[kind]["median_us"], 2) for kind in kinds}
     return out

@@ -8,9 +8,10 @@ workmem itself (validation, statement building, row mapping, pooling):
   adapter's sizes), prepared statements: a primary-key ``SELECT`` of
   a thread / resource, one ``UPDATE`` of a thread's title, and the page query
   of 20 threads (without the total count the adapter adds);
-* libSQL -- a raw ``libsql`` connection (``isolation_level=None``, like the
-  adapter's) doing the same statements (for ``sqld``, remote libSQL, the same
-  connection to the same server over HTTP); and, for the two reads, a hand-written
+* libSQL -- a raw ``apsw`` connection on a file (autocommit, its statement cache, the
+  engine the adapter runs a file on) doing the same statements (for ``sqld``, remote
+  libSQL, a raw ``libsql`` wheel connection, ``isolation_level=None``, to the same
+  server over HTTP); and, for the two reads, a hand-written
   read returning the same record (:meth:`Floor.thread_record`): the driver
   call, ``json.loads`` of the metadata, both timestamps parsed, the frozen
   ``Thread`` / ``Resource`` built with ``trusted_thread`` / ``trusted_resource``;
@@ -130,9 +131,7 @@ class LibSQLFloor(Floor):
     description = "raw libsql connection (isolation_level=None)"
 
     def __init__(self, ns: Namespace) -> None:
-        import libsql
-
-        self._conn = libsql.connect(ns.detail["path"], isolation_level=None)
+        self._conn = self._connect(ns.detail["path"])
         columns = _THREAD_COLUMNS.replace("metadata", "json(metadata)")
         self._read_thread = f"SELECT {columns} FROM mastra_threads WHERE id = ?"
         self._read_resource = (
@@ -186,6 +185,22 @@ class LibSQLFloor(Floor):
 
     def close(self) -> None:
         self._conn.close()
+
+    @staticmethod
+    def _connect(where: str) -> Any:
+        import libsql
+
+        return libsql.connect(where, isolation_level=None)
+
+
+class FileFloor(LibSQLFloor):
+    description = "raw apsw connection (autocommit, statement cache): the engine workmem runs a file on"
+
+    @staticmethod
+    def _connect(where: str) -> Any:
+        import apsw
+
+        return apsw.Connection(where)
 
 
 class UpstashFloor(Floor):
@@ -290,7 +305,7 @@ class OracleFloor(Floor):
 
 _FLOORS: dict[str, Callable[[Namespace], Floor]] = {
     "postgres": PostgresFloor,
-    "libsql": LibSQLFloor,
+    "libsql": FileFloor,
     "sqld": LibSQLFloor,  # the same raw connection, to the server's http:// URL
     "upstash": UpstashFloor,
     "mongodb": MongoFloor,

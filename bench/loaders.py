@@ -161,13 +161,13 @@ class PostgresLoader(Loader):
 
 
 class LibSQLLoader(Loader):
-    name = "libSQL executemany in one transaction"
+    name = "libSQL executemany in one transaction (apsw, the engine workmem runs a file on)"
 
     def __init__(self, ns: Namespace, storage: MemoryStorage) -> None:
         super().__init__(ns, storage)
-        import libsql
+        import apsw
 
-        self._conn = libsql.connect(ns.detail["path"], isolation_level=None)
+        self._conn = apsw.Connection(ns.detail["path"])
 
     def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         self._conn.execute("BEGIN IMMEDIATE")

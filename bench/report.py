@@ -27,8 +27,9 @@ JSON layout (``bench/results/<timestamp>-<host>.json``)::
                          "engines" (libsql only): {"rows", "runs", "note", "engines": {ENGINE: {"status",
                                      "library", "sqlite_version", "statement",
                                      "jsonb": {"reads", "identical_to_libsql", "error"},
-                                     "text_key" / "int_key" / "get_thread":
-                                         {"median_us", "run_medians_us", "n_per_run"}}}},
+                                     "text_key" / "int_key" / "get_thread" / "merge":
+                                         {"median_us", "run_medians_us", "n_per_run"}}},
+                                     "ratios": {"get_thread" | "merge": apsw's time / the wheel's}},
                          "thread_scaling": {"base", "target_threads",
                                             "points": [{"threads", "load_s", "list_threads": STATS,
                                                         "list_threads_small": STATS, "get_thread": STATS,
@@ -558,7 +559,11 @@ def format_report(results: dict[str, Any]) -> str:
             )
         if result.get("engines"):
             parts += ["", "Embedded engines, primary-key lookup (median of 3 run medians)", _engines_table(result)]
-            parts.append(f"({result['engines']['note']}; workmem's row is get_thread)")
+            parts.append(f"({result['engines']['note']}; workmem's rows are get_thread)")
+            ratios = result["engines"].get("ratios") or {}
+            if ratios:
+                shown = ", ".join(f"{kind} {ratio}x" for kind, ratio in ratios.items())
+                parts.append(f"workmem on apsw / on the libsql wheel, time per call: {shown}")
         if result.get("thread_scaling"):
             parts += ["", "Scaling with threads per resource (page of 20)", _thread_scaling_table(result)]
         if result.get("resource_scaling"):

@@ -124,7 +124,7 @@ def _postgres(ns: Namespace) -> Iterator[Counted]:
 
 
 class _CountingConnection:
-    """A libsql connection that counts the statements run on it."""
+    """A libSQL adapter's connection (apsw or the libsql wheel) that counts the statements run on it."""
 
     def __init__(self, conn: Any, counter: list[int]) -> None:
         self._conn = conn
@@ -144,20 +144,25 @@ class _CountingConnection:
 
 @contextmanager
 def _libsql(ns: Namespace) -> Iterator[Counted]:
-    import libsql
+    from workmem.adapters.libsql.engines import ApswEngine, WheelEngine
 
     counter = [0]
-    original = libsql.connect
+    originals = {engine: engine.connect for engine in (ApswEngine, WheelEngine)}
 
-    def connect(*args: Any, **kwargs: Any) -> Any:
-        return _CountingConnection(original(*args, **kwargs), counter)
+    def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+        def connect(*args: Any, **kwargs: Any) -> Any:
+            return _CountingConnection(original(*args, **kwargs), counter)
 
-    libsql.connect = connect
+        return connect
+
+    for engine, original in originals.items():
+        engine.connect = counting(original)  # type: ignore[method-assign]
     try:
         with ns.connect(pool_size=1) as storage:
             yield _CallCounted(storage, counter, "statements run on the driver's connection", network=False)
     finally:
-        libsql.connect = original
+        for engine, original in originals.items():
+            engine.connect = original  # type: ignore[method-assign]
 
 
 @contextmanager

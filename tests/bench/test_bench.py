@@ -235,7 +235,7 @@ def test_embedded_engines_section_runs_quick_and_reports_each_engine() -> None:
 
     section = embedded_engines(Settings.default(quick=True))
     engines = section["engines"]
-    assert list(engines) == ["libsql", "apsw", "sqlite3", "workmem"]
+    assert list(engines) == ["libsql", "apsw", "sqlite3", "workmem", "workmem_libsql"]
     assert all(e["status"] == "ok" for e in engines.values()), engines
     assert engines["apsw"]["sqlite_version"] == apsw.sqlite_lib_version()
     assert engines["sqlite3"]["sqlite_version"] == sqlite3.sqlite_version
@@ -252,11 +252,14 @@ def test_embedded_engines_section_runs_quick_and_reports_each_engine() -> None:
             assert len(entry["run_medians_us"]) == 3
             assert min(entry["n_per_run"]) >= 30
             assert entry["median_us"] == sorted(entry["run_medians_us"])[1] > 0
-    assert engines["workmem"]["record_ok"] is True
-    assert engines["workmem"]["get_thread"]["median_us"] > 0
+    for name, engine in (("workmem", "apsw"), ("workmem_libsql", "libsql")):
+        assert engines[name]["record_ok"] is True and engines[name]["engine"] == engine
+        assert engines[name]["get_thread"]["median_us"] > 0 and engines[name]["merge"]["median_us"] > 0
+    assert set(section["ratios"]) == {"get_thread", "merge"} and all(r > 0 for r in section["ratios"].values())
     table = format_report({"backends": {"libsql": {"status": "ok", "url": "file:x", "errors": {}, "engines": section}}})
     assert "Embedded engines" in table
     assert f"apsw {apsw.apswversion()}" in table
+    assert f"get_thread {section['ratios']['get_thread']}x" in table
 
 
 # -- the async API section (--async) and the record floor -------------------------------------

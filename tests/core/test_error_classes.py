@@ -382,16 +382,15 @@ def test_libsql_write_to_a_read_only_file_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.backend("libsql")
 def test_libsql_an_error_the_database_raises_is_refused(tmp_path: Path) -> None:
-    import libsql
+    from raw_sqlite import raw
 
     path = tmp_path / "agent.db"
     _fill(f"file:{path}")
-    conn = libsql.connect(str(path))  # the driver workmem uses: the same SQLite, its locks shared
+    conn = raw(path)  # the engine workmem uses on a file: the same SQLite, its locks shared
     conn.execute(
         "CREATE TRIGGER wm_no_new_threads BEFORE INSERT ON mastra_threads "
         "BEGIN SELECT RAISE(ABORT, 'no new threads here'); END"
     )
-    conn.commit()
     conn.close()
     with workmem.connect(f"file:{path}") as storage:
         error = _refused(lambda: storage.save_thread(Thread("t-2", "user-1")))

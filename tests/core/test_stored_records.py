@@ -68,12 +68,11 @@ class Raw:
         values = [doc.get(column) for column in columns]
         names = ", ".join(f'"{column}"' for column in columns)
         if self.backend == "libsql":
-            import libsql
+            from raw_sqlite import raw
 
-            conn = libsql.connect(self.storage._database)  # type: ignore[attr-defined]
+            conn = raw(self.storage._database)  # type: ignore[attr-defined]
             try:
                 conn.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})", values)
-                conn.commit()
             finally:
                 conn.close()
         elif self.backend == "postgres":
@@ -125,9 +124,9 @@ def test_stored_stamps_use_four_digit_years(backend: str) -> None:
     with fresh_url(backend) as url, opened(url) as (storage, _):
         storage.save_thread(Thread("t-old", "r-old", "", None, NEVER, BEFORE_1000))
         if backend == "libsql":
-            import libsql
+            from raw_sqlite import raw
 
-            conn = libsql.connect(storage._database)  # type: ignore[attr-defined]
+            conn = raw(storage._database)  # type: ignore[attr-defined]
             try:
                 stamps = conn.execute('SELECT "createdAt", "updatedAt" FROM mastra_threads').fetchall()[0]
             finally:

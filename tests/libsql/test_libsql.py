@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
+from raw_sqlite import raw
 from test_sql_contract import T0, MakeStorage, SqlContract
 
 import workmem
@@ -43,11 +43,6 @@ from workmem.adapters.libsql.storage import LibSQLStorage, _Pool, parse_libsql_u
 pytestmark = pytest.mark.backend("libsql")
 
 ISO_MS_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-
-
-def raw(path: Path) -> libsql.Connection:
-    """A plain driver connection to the file, as another program would open it."""
-    return libsql.connect(str(path), isolation_level=None)
 
 
 class TestLibSQLFileContract(SqlContract):

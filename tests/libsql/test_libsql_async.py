@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
+from raw_sqlite import raw
 
 import workmem
 from workmem import StorageClosedError, Thread, ValidationError
@@ -30,7 +30,7 @@ def _url(tmp_path: Path) -> str:
 
 def _resource_memory(path: Path, resource_id: str) -> Any:
     """The resource's working memory as another program reads it (a connection of its own)."""
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = raw(path)
     rows = conn.execute('SELECT "workingMemory" FROM mastra_resources WHERE id = ?', (resource_id,)).fetchall()
     del conn
     return json.loads(rows[0][0]) if rows else None
@@ -160,7 +160,7 @@ def _wait_idle(storage: LibSQLStorage, timeout: float = 10.0) -> None:
 def test_cancelled_merge_waiting_for_the_lock_writes_whole_or_not_at_all(tmp_path: Path) -> None:
     """Cancelled while another connection holds the write lock: no partial write, the connection back, next works."""
     path = tmp_path / "agent.db"
-    holder = libsql.connect(str(path), isolation_level=None)
+    holder = raw(path)
     locked, release = threading.Event(), threading.Event()
 
     def hold_lock() -> None:

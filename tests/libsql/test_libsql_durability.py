@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
+from raw_sqlite import raw
 
 import workmem
 from workmem import Thread, ValidationError
@@ -35,11 +35,6 @@ pytestmark = pytest.mark.backend("libsql")
 
 LEVEL = {"full": 2, "normal": 1}
 """What ``PRAGMA synchronous`` reads for each level."""
-
-
-def raw(path: Path) -> Any:
-    """A plain driver connection to the file, as another program would open it."""
-    return libsql.connect(str(path), isolation_level=None)
 
 
 def pooled_levels(storage: LibSQLStorage) -> list[int]:

@@ -18,8 +18,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import libsql
 import pytest
+from raw_sqlite import raw
 
 import workmem
 from workmem import ValidationError
@@ -62,7 +62,7 @@ def _run(storage: LibSQLStorage, sequence: list[str]) -> None:
 
 def _checkpoint(path: Path) -> tuple[int, int, int]:
     """``PRAGMA wal_checkpoint`` from a connection of its own: ``(busy, WAL frames, frames checkpointed)``."""
-    conn = libsql.connect(str(path), isolation_level=None, timeout=0.0)
+    conn = raw(path)
     try:
         [row] = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         return row

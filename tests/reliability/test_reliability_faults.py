@@ -591,9 +591,9 @@ class Writer:
 
 
 def libsql_consistent(path: Path, ledgers: list[Ledger]) -> None:
-    import libsql
+    from raw_sqlite import raw
 
-    conn = libsql.connect(str(path))
+    conn = raw(path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         counts = [

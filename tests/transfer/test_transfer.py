@@ -223,12 +223,12 @@ def test_verify_reports_records_only_in_the_destination_and_changed_ones() -> No
 
 
 def test_unreadable_source_records_are_reported_and_the_rest_copied(tmp_path: Path) -> None:
-    import libsql
+    from raw_sqlite import raw
 
     src_url = f"file:{tmp_path / 'src.db'}"
     with workmem.connect(src_url) as src:
         fill(src, [Resource("r", "wm", None, T0, T0)], [Thread("t-fine", "r", "", None, T0, T0)])
-        conn = libsql.connect(src._database)  # type: ignore[attr-defined]
+        conn = raw(src._database)  # type: ignore[attr-defined]
         conn.execute(
             'INSERT INTO mastra_threads ("id", "resourceId", "title", "metadata", "createdAt", "updatedAt") '
             "VALUES (?, ?, ?, ?, ?, ?)",
@@ -240,7 +240,6 @@ def test_unreadable_source_records_are_reported_and_the_rest_copied(tmp_path: Pa
             ("t-mastra", "r", "from TS", '{"workingMemory": "# m", "b": 2, "a": 1}', "2024-05-06T07:08:09.123Z",
              "2024-05-06T07:08:09.456Z"),
         )  # fmt: skip
-        conn.commit()
         conn.close()
     with fresh_url("memory") as dst_url:
         status, out, _ = run_cli("copy", src_url, dst_url, "--verify")

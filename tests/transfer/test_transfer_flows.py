@@ -223,9 +223,9 @@ _THREAD_ROWS += [("t-3", "r-bo", "Bo's", '{"k": [1, 2.5]}')]
 def workmem_objects(url: str) -> list[str]:
     """The names of every workmem table, index, trigger and function in the namespace of ``url``."""
     if url.startswith("file:"):
-        import libsql
+        from raw_sqlite import raw
 
-        conn = libsql.connect(url.removeprefix("file:"))
+        conn = raw(url.removeprefix("file:"))
         try:
             rows = conn.execute("SELECT type || ' ' || name FROM sqlite_master WHERE name LIKE 'workmem%'").fetchall()
         finally:
@@ -249,10 +249,10 @@ def workmem_objects(url: str) -> list[str]:
 def mastra_only(backend: str, tmp_path: Path) -> Iterator[str]:
     """A namespace holding Mastra's two tables (as its adapters create them) and a few rows, nothing of workmem's."""
     if backend == "libsql":
-        import libsql
+        from raw_sqlite import raw
 
         url = f"file:{tmp_path / 'mastra.db'}"
-        conn = libsql.connect(str(tmp_path / "mastra.db"))
+        conn = raw(tmp_path / "mastra.db")
         for ddl in MASTRA_LIBSQL:
             conn.execute(ddl)
         conn.execute(
@@ -265,7 +265,6 @@ def mastra_only(backend: str, tmp_path: Path) -> Iterator[str]:
                 "VALUES (?, ?, ?, ?, '2024-01-02T03:04:05.678Z', '2024-02-03T04:05:06.789Z')",
                 row,
             )
-        conn.commit()
         conn.close()
         yield url
         return

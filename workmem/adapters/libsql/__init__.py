@@ -8,11 +8,12 @@ the SQL it speaks is SQLite's.
 * :mod:`.settings` — the URL and options parsed (:func:`parse_libsql_url`), a local path checked;
 * :mod:`.errors` — the driver's errors classified (busy, unavailable, refused);
 * :mod:`.pool` — the connections, each lent to one thread at a time;
+* :mod:`.engines` — the SQLite engine under a database: ``apsw`` for a file, the ``libsql`` wheel for a server;
 * :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`);
 * :mod:`.readonly` — what :meth:`LibSQLStorage.query` refuses, so that nothing outlives the call;
 * :mod:`.foreign` — another SQLite library holding a file in this process, told apart from workmem's connections;
 * :mod:`.remote` — one write at a time per libSQL server in a process (the wheel holds the GIL over HTTP);
-* :mod:`.aio` — :class:`AsyncLibSQLStorage`: the async API on worker threads (the wheel is sync only).
+* :mod:`.aio` — :class:`AsyncLibSQLStorage`: the async API on worker threads (both engines are sync).
 
 Warnings go to the ``workmem.adapters.libsql`` logger.
 """

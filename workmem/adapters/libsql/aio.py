@@ -1,15 +1,17 @@
 """The async API on libSQL / SQLite: :class:`AsyncLibSQLStorage`, what ``workmem.connect_async("file:agent.db")`` opens.
 
-The ``libsql`` wheel is sync only, so this is :class:`~workmem.aio.ThreadedAsyncStorage`
+The engines (``apsw``, the ``libsql`` wheel) are sync, so this is :class:`~workmem.aio.ThreadedAsyncStorage`
 around a :class:`~workmem.adapters.libsql.storage.LibSQLStorage`: the arguments are
 checked on the event loop, each operation's I/O runs on one of ``pool_size`` worker
 threads (one per driver connection: a thread more would only wait for a connection),
 and :meth:`AsyncLibSQLStorage.query` is the sync adapter's read-only ``query()``, awaited.
 
 The event loop never waits for a lock or a busy database (those waits sleep with the GIL
-released), but the wheel holds the GIL while SQLite runs a statement, its commit's
-``fsync`` included: while a worker is in the driver, the loop's thread waits for the GIL
-(up to Python's switch interval, 5 ms, per wait, and as long as a slow disk's ``fsync``).
+released). On a file's default engine, ``apsw``, SQLite runs each statement, its commit's
+``fsync`` included, with the GIL released too. The ``libsql`` wheel (remote servers, or
+``engine="libsql"``) holds the GIL while SQLite runs a statement: while a worker is in the
+driver, the loop's thread waits for the GIL (up to Python's switch interval, 5 ms, per wait,
+and as long as a slow disk's ``fsync``).
 
 A cancelled call stops waiting at once; its operation, one atomic write or a read,
 runs to its end on its thread (a write after the cancellation is whole, never partial),
@@ -40,6 +42,11 @@ class AsyncLibSQLStorage(ThreadedAsyncStorage):
 
     def __repr__(self) -> str:
         return f"AsyncLibSQLStorage({self.storage!r})"
+
+    @property
+    def engine(self) -> str:
+        """``"apsw"`` or ``"libsql"``: the SQLite engine the storage runs on (see :attr:`LibSQLStorage.engine`)."""
+        return self.storage.engine
 
     async def query(
         self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = None

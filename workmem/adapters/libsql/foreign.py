@@ -1,7 +1,8 @@
 """Another SQLite library holding a database file in this process, told apart from workmem's own connections.
 
-Two copies of SQLite in one process (the ``libsql`` wheel's and Python's ``sqlite3`` or apsw)
-do not see each other's POSIX locks (see :mod:`workmem.adapters.libsql.storage`). A look lists
+Two copies of SQLite in one process (workmem's engine, ``apsw`` or the ``libsql`` wheel, and
+Python's ``sqlite3`` or the other engine opened by the program itself) do not see each other's
+POSIX locks (see :mod:`workmem.adapters.libsql.storage`). A look lists
 the descriptors this process has open on the file (Linux: ``/proc/self/fd``) and leaves out
 workmem's own, known by number:
 
@@ -27,8 +28,8 @@ from dataclasses import dataclass, field
 
 __all__ = ["OwnConnections", "foreign_sqlite", "own"]
 
-_OTHER_SQLITES = ("_sqlite3", "apsw")
-"""Modules embedding a second copy of SQLite: only while one is loaded can a file be open twice, locks unshared."""
+_OTHER_SQLITES = ("_sqlite3", "apsw", "libsql")
+"""Modules embedding a copy of SQLite: only while one is loaded can a file be open twice, locks unshared."""
 
 
 @dataclass
@@ -40,7 +41,7 @@ class _File:
 
 
 class OwnConnections:
-    """workmem's ``libsql`` connections to local database files in this process, by the file's real path."""
+    """workmem's connections to local database files in this process, by the file's real path."""
 
     def __init__(self) -> None:
         self._files: dict[str, _File] = {}
@@ -91,7 +92,7 @@ class OwnConnections:
 
 
 own = OwnConnections()
-"""The process's one register: every storage on a file shares the wheel's copy of SQLite."""
+"""The process's one register: every storage on a file shares one engine's copy of SQLite (see :mod:`.engines`)."""
 
 
 def _descriptors(path: str) -> tuple[set[int], int]:
@@ -123,8 +124,8 @@ def foreign_sqlite(path: str) -> str | None:
 
     A second ``-shm`` descriptor is another SQLite library that has read the file; a descriptor
     on the file that none of workmem's connections opened is another library's connection (or
-    one the program opened through ``libsql`` itself, which is safe). Looked for only while a
-    second SQLite library is loaded.
+    one the program opened through workmem's engine itself, which is safe). Looked for only while a
+    SQLite library is loaded.
     """
     if not any(name in sys.modules for name in _OTHER_SQLITES):
         return None
@@ -132,5 +133,5 @@ def foreign_sqlite(path: str) -> str | None:
     if shm > 1:
         return f"{shm} SQLite libraries have its WAL index open"
     if main > ours:
-        return f"{main} descriptors are open on it, {ours} of them opened by workmem's libsql connections"
+        return f"{main} descriptors are open on it, {ours} of them opened by workmem's connections"
     return None

@@ -24,9 +24,16 @@ class _Pool:
     """
 
     def __init__(
-        self, opener: Callable[[], Any], size: int, wait: float, released: Callable[[], None] | None = None
+        self,
+        opener: Callable[[], Any],
+        size: int,
+        wait: float,
+        released: Callable[[], None] | None = None,
+        close: Callable[[Any], None] | None = None,
     ) -> None:
         self._opener = opener
+        self._close = _release if close is None else close
+        """Closes a connection let go (given its last reference); by default the reference is dropped."""
         self._released = released
         self._size = size
         self._wait = wait
@@ -86,7 +93,7 @@ class _Pool:
 
     def _let_go(self, conn: Any) -> None:
         """Let ``conn`` go; a caller that passes its last reference has it closed before it is counted out."""
-        _release(conn)
+        self._close(conn)
         del conn
         if self._released is not None:
             self._released()
@@ -135,12 +142,5 @@ class _Pool:
 
 
 def _release(conn: Any) -> None:
-    """Let a driver connection go by dropping our last reference, not by ``conn.close()``.
-
-    In ``libsql`` 0.1.11, ``Connection.close()`` crashed the process (SIGSEGV inside the
-    driver) a few times in a hundred conformance runs under load, always closing the
-    connections of storages that had just raced to create one thread; dropping the last
-    reference runs the driver's own destructor and did not crash in as many runs. The
-    connection is closed either way once nothing refers to it.
-    """
+    """Let a connection go by dropping the caller's last reference (see :meth:`.engines.WheelEngine.release`)."""
     del conn

@@ -62,8 +62,9 @@ def _read_exact(fd: int, size: int, deadline: float | None) -> bytes | None:
 class QueryWorker:
     """The child process that runs one storage's ``query()`` calls, one at a time."""
 
-    def __init__(self, path: str, *, busy_timeout: float, synchronous: str, where: str) -> None:
+    def __init__(self, path: str, *, busy_timeout: float, synchronous: str, engine: str, where: str) -> None:
         self._path = path
+        self._engine = engine  # the storage's engine: the child reads the file through the same one
         self._busy_timeout = busy_timeout
         self._synchronous = synchronous  # the storage's level: the child's connections run at it too
         self._where = where  # the storage's URL as shown, for messages
@@ -126,7 +127,8 @@ class QueryWorker:
         package_root = str(Path(workmem.__file__).resolve().parent.parent)  # this workmem, wherever it came from
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-        command = [sys.executable, "-m", __name__, self._path, repr(self._busy_timeout), self._synchronous]
+        arguments = [self._path, repr(self._busy_timeout), self._synchronous, self._engine]
+        command = [sys.executable, "-m", __name__, *arguments]
         try:
             return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as exc:
@@ -156,7 +158,7 @@ class QueryWorker:
             self._stop()
 
 
-def _serve(path: str, busy_timeout: float, synchronous: str) -> None:
+def _serve(path: str, busy_timeout: float, synchronous: str, engine: str) -> None:
     """The child: answer requests from stdin until it closes."""
     from workmem.adapters.libsql.storage import LibSQLStorage
 
@@ -165,7 +167,9 @@ def _serve(path: str, busy_timeout: float, synchronous: str) -> None:
     storage: LibSQLStorage | None = None
     opening_error: WorkmemError | None = None
     try:
-        storage = LibSQLStorage(path, create=False, read_only=True, busy_timeout=busy_timeout, synchronous=synchronous)
+        storage = LibSQLStorage(
+            path, create=False, read_only=True, busy_timeout=busy_timeout, synchronous=synchronous, engine=engine
+        )
     except WorkmemError as exc:
         opening_error = exc
     while header := requests.read(_HEADER.size):
@@ -185,4 +189,4 @@ def _serve(path: str, busy_timeout: float, synchronous: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], float(sys.argv[2]), sys.argv[3])
+    _serve(sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4])

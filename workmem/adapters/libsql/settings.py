@@ -24,10 +24,12 @@ _REMOTE_SCHEMES = {
     "libsql+wss": "https",
     "libsql+ws": "http",
 }
-_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create", "synchronous"})
+_OPTIONS = frozenset({"auth_token", "busy_timeout", "pool_size", "create", "synchronous", "engine"})
 _SYNCHRONOUS = ("full", "normal")
 """The ``PRAGMA synchronous`` levels a local database takes, safest first."""
-_FILE_PARAMS = frozenset({"mode", "synchronous"})
+_FILE_PARAMS = frozenset({"mode", "synchronous", "engine"})
+_ENGINES = ("apsw", "libsql")
+"""The SQLite engines a local database opens with (see :mod:`.engines`), the default first."""
 _REMOTE_DURABILITY = (
     "synchronous sets the durability of a local database file or :memory:; "
     "a remote libSQL server keeps its own and takes no synchronous"
@@ -140,10 +142,10 @@ def _file_kind(path: Path) -> str:
     return next((kind for test, kind in kinds if test(mode)), "another kind of file")
 
 
-def _file_query(url: str) -> tuple[str, bool, str | None]:
-    """``(url without its query, read_only, synchronous)``: a file URL takes ``mode=ro`` and ``synchronous``."""
+def _file_query(url: str) -> tuple[str, bool, dict[str, str]]:
+    """``(url without its query, read_only, options)``: a file URL takes ``mode=ro``, ``synchronous`` and ``engine``."""
     if not url.lower().startswith("file:") or "?" not in url or url.startswith("file::memory:"):
-        return url, False, None  # a plain path has no query: its '?' is part of the name
+        return url, False, {}  # a plain path has no query: its '?' is part of the name
     where, _, query = url.partition("?")
     params: dict[str, str] = {}
     for key, value in query_pairs(query):
@@ -153,10 +155,12 @@ def _file_query(url: str) -> tuple[str, bool, str | None]:
         params[key] = unquote(value)
     if not params or params.get("mode", "ro") != "ro":
         raise ValidationError(
-            "a file URL takes the query parameters mode=ro (open read-only, create nothing) and "
-            "synchronous=full|normal (durability), each once; pass other options to connect()"
+            "a file URL takes the query parameters mode=ro (open read-only, create nothing), "
+            "synchronous=full|normal (durability) and engine=apsw|libsql (the SQLite engine), each once; "
+            "pass other options to connect()"
         )
-    return where, "mode" in params, params.get("synchronous")
+    read_only = params.pop("mode", None) is not None
+    return where, read_only, params
 
 
 def _synchronous_level(value: object) -> str:
@@ -165,3 +169,11 @@ def _synchronous_level(value: object) -> str:
         return value.lower()
     shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
     raise ValidationError(f"synchronous must be 'full' or 'normal' (in any case), not {shown}")
+
+
+def _engine_name(value: object) -> str:
+    """The ``engine`` option lower-cased, if one of :data:`_ENGINES` (any case), else ValidationError."""
+    if isinstance(value, str) and value.lower() in _ENGINES:
+        return value.lower()
+    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    raise ValidationError(f"engine must be 'apsw' or 'libsql' (in any case), not {shown}")

@@ -9,10 +9,11 @@ plain HTTP (the port must be given). Options: ``busy_timeout`` (seconds a busy d
 waited for, default 10), ``pool_size`` (connections, default 4; always 1 for
 ``:memory:``, whose connections would each be a separate database), ``create``
 (default ``True``; ``False`` creates and changes nothing, the tables must exist),
-``synchronous`` (a local database's durability, ``"full"`` by default or ``"normal"``; see below).
+``synchronous`` (a local database's durability, ``"full"`` by default or ``"normal"``; see below),
+``engine`` (a local database's SQLite engine, ``"apsw"`` by default or ``"libsql"``; see below).
 ``file:agent.db?mode=ro`` opens an existing file read-only (and creates nothing);
-``file:agent.db?synchronous=normal`` is the option in the URL (a plain path has no
-query: its ``?`` is part of the file name).
+``file:agent.db?synchronous=normal`` and ``file:agent.db?engine=libsql`` are the options in
+the URL (a plain path has no query: its ``?`` is part of the file name).
 
 Durability: every connection to a local database runs ``PRAGMA synchronous`` at the
 chosen level. ``full`` (the default) syncs the WAL to disk at every commit: a committed
@@ -28,19 +29,25 @@ process sends one write at a time per server (:mod:`.remote`), and the server's 
 and 403 are :class:`~workmem.errors.BackendRefusedError` saying authentication failed or
 permission denied.
 
-Driver: ``libsql`` (``pip install 'workmem[libsql]'``), embedding SQLite 3.45.
+Engines (``pip install 'workmem[libsql]'`` installs both; see :mod:`.engines`): a local
+file or ``:memory:`` opens with ``apsw`` (a current SQLite; prepared statements kept in
+each connection's cache; the GIL released while SQLite runs); remote servers with the
+``libsql`` wheel (SQLite 3.45), which ``engine="libsql"`` also keeps for a file, at the
+wheel's costs (each statement compiled again, the GIL held while SQLite runs). A file is
+opened by one engine at a time in a process: the other is refused while it is open.
 Tables are Mastra's (``mastra_threads``, ``mastra_resources``) with JSONB
 metadata, ISO-8601 ``…Z`` text timestamps and WAL mode; workmem adds two
 indexes for listing threads. Updates and merges are ``BEGIN IMMEDIATE``
 transactions, so they are atomic between threads and between processes on one
-file. The driver holds the GIL while SQLite waits on a lock, so its own busy
-handler is off and a busy database is waited for here, with the GIL released.
+file. No engine runs a busy handler of its own (the wheel's would wait holding the
+GIL): a busy database is waited for here, with the GIL released.
 
-Never open the file with Python's ``sqlite3`` (or apsw) in the process that uses
-workmem on it. Another *process* is safe: every SQLite engine (the ``sqlite3`` shell,
-Python's ``sqlite3``, apsw, Node's ``@libsql/client``) shares the file's locks with
-this driver, and concurrent writers lose nothing. Inside one process the ``libsql``
-wheel and Python's ``sqlite3`` are two copies of SQLite that do not see each other's
+Never open the file with Python's ``sqlite3`` (or the engine workmem does not run
+on it) in the process that uses workmem on it. Another *process* is safe: every
+SQLite engine (the ``sqlite3`` shell, Python's ``sqlite3``, apsw, the ``libsql`` wheel,
+Node's ``@libsql/client``) shares the file's locks with workmem's, and concurrent
+writers lose nothing. Inside one process two copies of SQLite (workmem's engine and
+Python's ``sqlite3``, say) do not see each other's
 POSIX locks: a write through one while the other is writing is silently lost, and
 merely closing a ``sqlite3`` connection to the file deletes its WAL and drops every
 lock workmem holds, which can lose another process's committed write. For a look
@@ -78,7 +85,6 @@ from workmem.kit import (
     check_options,
     detach,
     driver_error,
-    import_driver,
     mask_url,
     raise_unchained,
 )
@@ -86,13 +92,22 @@ from workmem.records import Resource, Unset
 from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
 
 from .dialect import SQLiteDialect
+from .engines import claims, engine_for
 from .errors import _REFUSALS, _error_kind, _is_busy, _status
 from .foreign import foreign_sqlite, own
-from .pool import _Pool, _release
+from .pool import _Pool
 from .query_worker import QueryWorker
 from .readonly import refused_pragma, refused_program
 from .remote import cut_write, nothing_missing, schema_query, writer_lock, writing
-from .settings import _OPTIONS, _REMOTE_DURABILITY, _file_query, _synchronous_level, _unopenable, parse_libsql_url
+from .settings import (
+    _OPTIONS,
+    _REMOTE_DURABILITY,
+    _engine_name,
+    _file_query,
+    _synchronous_level,
+    _unopenable,
+    parse_libsql_url,
+)
 
 __all__ = ["LibSQLStorage", "parse_libsql_url"]
 
@@ -122,16 +137,19 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         create: bool = True,
         read_only: bool = False,
         synchronous: str | None = None,
+        engine: str | None = None,
         url: str | None = None,
     ) -> None:
         super().__init__(SQLiteDialect())
-        self._driver = import_driver("libsql", "libsql")
         check_number("busy_timeout", busy_timeout)
         if not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 1:
             raise ValidationError(f"pool_size must be an int >= 1, not {pool_size!r}")
         self._database = database
         self._token = auth_token
         self._remote = "://" in database
+        self._engine = engine_for(None if engine is None else _engine_name(engine), remote=self._remote)
+        self._errors = self._engine.errors
+        """What the engine raises for a statement or a connection that failed."""
         self._url = mask_url(url or database) if self._remote else (url or database)
         self._busy_timeout = float(busy_timeout)
         self._memory = database == ":memory:"
@@ -168,7 +186,13 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         self._reader_closed = False  # set under _reader_lock by close(): no reader opens after it
         self._query_worker: QueryWorker | None = None  # a file's query() process, started by the first call
         self._pool_size = 1 if self._memory else pool_size
-        self._pool = _Pool(self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released)
+        self._claimed = False  # whether this storage holds its file in engines.claims (released by close())
+        if self._path is not None:
+            claims.claim(self._path, self._engine.name, self._url)
+            self._claimed = True
+        self._pool = _Pool(
+            self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released, self._engine.release
+        )
         try:
             self._setup()
         except BaseException:
@@ -179,15 +203,16 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         check_options(options, _OPTIONS, "libSQL")
-        where, read_only, synchronous = _file_query(url)
+        where, read_only, params = _file_query(url)
         database, token = parse_libsql_url(where)
         options.setdefault("auth_token", token)
-        if synchronous is not None:
-            given = options.setdefault("synchronous", synchronous)
-            if _synchronous_level(given) != _synchronous_level(synchronous):
-                raise ValidationError(
-                    f"synchronous is {synchronous!r} in the URL and {given!r} as an option; give it once"
-                )
+        for name, normal in (("synchronous", _synchronous_level), ("engine", _engine_name)):
+            if name in params:
+                given = options.setdefault(name, params[name])
+                if normal(given) != normal(params[name]):
+                    raise ValidationError(
+                        f"{name} is {params[name]!r} in the URL and {given!r} as an option; give it once"
+                    )
         return cls(database, url=url, read_only=read_only, **options)
 
     def _read_only_uri(self) -> str:
@@ -204,6 +229,11 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         :func:`workmem.connect_async` runs this many worker threads: a thread more would only wait for a connection.
         """
         return self._pool_size
+
+    @property
+    def engine(self) -> str:
+        """``"apsw"`` or ``"libsql"``: the SQLite engine this storage runs on (see :mod:`.engines`)."""
+        return self._engine.name
 
     @property
     def synchronous(self) -> str | None:
@@ -226,8 +256,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             raise_unchained(self._error(exc, "cannot open"))
 
     def _connect(self, target: str) -> Any:
-        # timeout=0: no busy handler in the driver (it would wait holding the GIL); see _retry_busy.
-        conn = self._driver.connect(target, isolation_level=None, timeout=0.0, auth_token=self._token or "")
+        # No busy handler in the engine: a busy database is waited for here, see _retry_busy.
+        conn = self._engine.connect(target, self._token)
         if self._durability is not None:  # a setting of the connection: no lock, no I/O
             try:
                 conn.execute(self._durability)
@@ -245,7 +275,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         """Let query()'s read-only connection go (under ``_reader_lock``); the next query() opens another."""
         reader, self._reader = self._reader, None
         if reader is not None:
-            _release(reader)
+            self._engine.release(reader)
             del reader
             self._released()
 
@@ -286,7 +316,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 yield conn
         except WorkmemError:
             raise
-        except (ValueError, self._driver.Error) as exc:
+        except self._errors as exc:
             raise_unchained(self._error(exc))
 
     def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
@@ -296,24 +326,14 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         while True:
             try:
                 return call(*args)
-            except (ValueError, self._driver.Error) as exc:
+            except self._errors as exc:
                 if isinstance(exc, WorkmemError) or not _is_busy(exc) or time.monotonic() >= deadline:
                     raise
             time.sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.05)
 
-    @staticmethod
-    def _fetch(conn: Any, sql: str, params: Any) -> Result:
-        cursor = conn.execute(sql, params)
-        try:
-            # fetchall() is None for a statement without result columns (cheaper than asking description)
-            return Result(cursor.fetchall() or [], cursor.rowcount)
-        except BaseException:
-            # A statement that failed part way (busy on its last step) must be finished before anything
-            # else runs: while it lives, the connection stays in its transaction and nothing commits.
-            with suppress(Exception):
-                cursor.close()
-            raise
+    def _fetch(self, conn: Any, sql: str, params: Any) -> Result:
+        return self._engine.fetch(conn, sql, params)
 
     def query(self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = None) -> list[tuple[Any, ...]]:
         """The rows of one read-only SQL statement on this database, through workmem's own SQLite.
@@ -376,7 +396,11 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                     raise StorageClosedError("the libSQL storage is closed")
                 assert self._path is not None
                 self._query_worker = QueryWorker(
-                    self._path, busy_timeout=self._busy_timeout, synchronous=self.synchronous or "full", where=self._url
+                    self._path,
+                    busy_timeout=self._busy_timeout,
+                    synchronous=self.synchronous or "full",
+                    engine=self._engine.name,
+                    where=self._url,
                 )
             return self._query_worker
 
@@ -399,8 +423,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         """Refuse ``sql`` if it would outlive the call (a transaction) or touch other files (``ATTACH``, ...):
         ``query_only`` and ``mode=ro`` prevent neither. Judged from the compiled program (``EXPLAIN``), not the text."""
         try:
-            program = self._retry_busy(self._fetch, conn, f"EXPLAIN {sql}", params).rows
-        except (ValueError, self._driver.Error) as exc:
+            program = self._retry_busy(self._engine.first, conn, f"EXPLAIN {sql}", params)
+        except self._errors as exc:
             if _is_busy(exc):
                 raise
             return  # nothing EXPLAIN compiles (EXPLAIN QUERY PLAN ..., a syntax error): run as is, it attaches nothing
@@ -414,13 +438,13 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             conn.execute("PRAGMA query_only=ON")
             try:
                 self._refuse_lasting_effects(conn, sql, params)
-                return self._retry_busy(self._fetch, conn, sql, params).rows
+                return self._retry_busy(self._engine.first, conn, sql, params)
             finally:
                 if conn.in_transaction:  # refused above: a net for whatever EXPLAIN could not judge
                     conn.execute("ROLLBACK")
                 if reset:
                     conn.execute("PRAGMA query_only=OFF")
-        except (ValueError, self._driver.Error) as exc:
+        except self._errors as exc:
             if _is_busy(exc):
                 raise_unchained(self._error(exc))
             raise_unchained(driver_error(ValidationError, f"query() on {self._url} refused", exc, self._token))
@@ -454,7 +478,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 with suppress(Exception):
                     conn.execute("ROLLBACK")
         finally:
-            _release(conn)
+            self._engine.release(conn)
             del conn
 
     async def _read_key(self, read: KeyRead[R], key: str) -> R | None:
@@ -470,7 +494,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             # At most one row: fetchone() saves the driver a step, and the cursor (finalized when
             # dropped, right here) holds no read transaction open after it.
             row = conn.execute(read.rendered, params).fetchone()
-        except (ValueError, self._driver.Error):
+        except self._errors:
             pool.give(conn, True)  # _attempt takes it again and judges the error
             rows = self._attempt(read.rendered, params).rows
             row = rows[0] if rows else None
@@ -490,7 +514,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             busy = False
             try:
                 result = self._fetch(conn, sql, params)
-            except (ValueError, self._driver.Error) as exc:
+            except self._errors as exc:
                 if not _is_busy(exc):
                     raise
                 busy = True  # retried outside this block: the failed attempt (its cursor) must be gone first
@@ -498,7 +522,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 result = self._retry_busy(self._fetch, conn, sql, params)
             healthy = True
             return result
-        except (ValueError, self._driver.Error) as exc:
+        except self._errors as exc:
             raise_unchained(self._error(exc))
         finally:
             self._pool.give(conn, healthy)
@@ -584,6 +608,10 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             worker.close()  # before the last connection: the worker's read-only one goes with its process
         writable = self._path is not None and not self._read_only
         self._pool.close(last=self._truncate_wal if writable else None)
+        if self._claimed:  # the file is free for either engine once its last storage in the process closes
+            self._claimed = False
+            assert self._path is not None
+            claims.release(self._path)
 
     def _truncate_wal(self, conn: Any) -> None:
         """Checkpoint the whole WAL into the file and empty it, unless another connection is using it (no wait).
@@ -591,5 +619,5 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         SQLite does this itself when the file's last connection closes; with other connections
         open (other storages, other processes), the WAL would keep its largest size until then.
         """
-        with suppress(ValueError, self._driver.Error):
+        with suppress(*self._errors):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

@@ -1,0 +1,204 @@
+"""The SQLite engines under the libSQL adapter: ``apsw`` for local files, the ``libsql`` wheel for servers.
+
+* :class:`ApswEngine` (``engine="apsw"``, the default for ``file:``, plain paths and
+  ``:memory:``): a current SQLite, each connection's prepared statements kept in its
+  statement cache and reused, and the GIL released while SQLite runs a statement (its
+  commit's ``fsync`` included), so other threads and the event loop run meanwhile.
+* :class:`WheelEngine` (``engine="libsql"``, always for ``libsql://`` and ``libsql+http(s)://``
+  servers; for a file only when asked for): the ``libsql`` wheel, SQLite 3.45 with libSQL's
+  extensions. It keeps no prepared statement (each call compiles its SQL again) and holds
+  the GIL while SQLite runs.
+
+Two copies of SQLite in one process do not see each other's POSIX locks: a file is opened
+by one engine at a time in a process (:data:`claims`); opening it with the other while a
+storage holds it open raises :class:`~workmem.errors.ValidationError`. Across processes every
+engine shares the file's locks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from contextlib import suppress
+from typing import Any, ClassVar
+
+from workmem.adapters.sql import Result
+from workmem.errors import ValidationError
+from workmem.kit import import_driver
+
+__all__ = ["ApswEngine", "Engine", "WheelEngine", "claims", "engine_for"]
+
+
+class Engine:
+    """What the adapter asks of a SQLite engine: open, run a statement, let a connection go."""
+
+    name: ClassVar[str]
+    errors: tuple[type[BaseException], ...]
+    """What the driver raises for a statement or a connection that failed (mapped to workmem errors)."""
+
+    def connect(self, target: str, token: str | None) -> Any:  # pragma: no cover - abstract
+        """A connection to ``target`` (a path, ``:memory:``, a ``file:`` URI or a server URL), autocommit."""
+        raise NotImplementedError
+
+    def fetch(self, conn: Any, sql: str, params: Any) -> Result:  # pragma: no cover - abstract
+        """The rows of ``sql`` (a single statement) and how many rows it changed."""
+        raise NotImplementedError
+
+    def first(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:  # pragma: no cover
+        """The rows of the first statement of ``sql``; the statements after it never run."""
+        raise NotImplementedError
+
+    def release(self, conn: Any) -> None:  # pragma: no cover - abstract
+        """Close ``conn`` (the caller passes its last reference)."""
+        raise NotImplementedError
+
+
+class ApswEngine(Engine):
+    """``apsw``: the default for local files and ``:memory:``."""
+
+    name: ClassVar[str] = "apsw"
+
+    def __init__(self) -> None:
+        self._apsw = import_driver("apsw", "libsql")
+        self.errors = (ValueError, self._apsw.Error)
+        self._flags = self._apsw.SQLITE_OPEN_READWRITE | self._apsw.SQLITE_OPEN_CREATE | self._apsw.SQLITE_OPEN_URI
+
+    def connect(self, target: str, token: str | None) -> Any:
+        # No busy handler (none is set by default): a busy database is waited for by the adapter, which
+        # judges its own deadline; apsw's statement cache (100 statements) keeps each prepared statement.
+        return self._apsw.Connection(target, flags=self._flags)
+
+    def fetch(self, conn: Any, sql: str, params: Any) -> Result:
+        cursor = conn.execute(sql, params)
+        try:
+            # changes(): the rows the last finished INSERT, UPDATE or DELETE changed (triggers' not counted)
+            return Result(cursor.fetchall(), conn.changes())
+        except BaseException:
+            with suppress(Exception):  # a statement that failed part way is finished before anything else runs
+                cursor.close()
+            raise
+
+    def first(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        # apsw runs every statement of a string; a tracer that refuses the second stops it there
+        # (ExecTraceAbort, before the statement runs), as the wheel runs only the first.
+        started = False
+
+        def only_the_first(cursor: Any, statement: str, bindings: Any) -> bool:
+            nonlocal started
+            if started:
+                return False
+            started = True
+            return True
+
+        cursor = conn.cursor()
+        cursor.exec_trace = only_the_first
+        rows: list[tuple[Any, ...]] = []
+        try:
+            cursor.execute(sql, params)
+            rows.extend(cursor)
+        except self._apsw.ExecTraceAbort:
+            pass
+        finally:
+            with suppress(Exception):
+                cursor.close()
+        return rows
+
+    def release(self, conn: Any) -> None:
+        with suppress(Exception):
+            conn.close()
+
+
+class WheelEngine(Engine):
+    """The ``libsql`` wheel: remote servers always, a local file when ``engine="libsql"`` asks for it."""
+
+    name: ClassVar[str] = "libsql"
+
+    def __init__(self) -> None:
+        self._driver = import_driver("libsql", "libsql")
+        self.errors = (ValueError, self._driver.Error)
+
+    def connect(self, target: str, token: str | None) -> Any:
+        # timeout=0: no busy handler in the driver (it would wait holding the GIL); the adapter waits instead.
+        return self._driver.connect(target, isolation_level=None, timeout=0.0, auth_token=token or "")
+
+    def fetch(self, conn: Any, sql: str, params: Any) -> Result:
+        cursor = conn.execute(sql, params)
+        try:
+            # fetchall() is None for a statement without result columns (cheaper than asking description)
+            return Result(cursor.fetchall() or [], cursor.rowcount)
+        except BaseException:
+            # A statement that failed part way (busy on its last step) must be finished before anything
+            # else runs: while it lives, the connection stays in its transaction and nothing commits.
+            with suppress(Exception):
+                cursor.close()
+            raise
+
+    def first(self, conn: Any, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return self.fetch(conn, sql, params).rows  # the wheel runs the first statement of a string only
+
+    def release(self, conn: Any) -> None:
+        """Let the connection go by dropping our last reference, not by ``conn.close()``.
+
+        In ``libsql`` 0.1.11, ``Connection.close()`` crashed the process (SIGSEGV inside the
+        driver) a few times in a hundred conformance runs under load, always closing the
+        connections of storages that had just raced to create one thread; dropping the last
+        reference runs the driver's own destructor and did not crash in as many runs. The
+        connection is closed either way once nothing refers to it.
+        """
+        del conn
+
+
+def engine_for(engine: str | None, *, remote: bool) -> Engine:
+    """The engine named ``engine`` (checked), or by default ``apsw`` for a local database and the wheel for a server."""
+    if remote:
+        if engine == "apsw":
+            raise ValidationError(
+                "engine='apsw' opens a local database file or :memory:; a remote libSQL server is reached "
+                "through the libsql wheel (leave engine out, or give engine='libsql')"
+            )
+        return WheelEngine()
+    return WheelEngine() if engine == "libsql" else ApswEngine()
+
+
+class EngineClaims:
+    """Which engine holds each local database file open in this process, and how many storages hold it.
+
+    Two SQLite copies in one process do not see each other's POSIX locks: a write through one while the
+    other is writing is lost. So a file is claimed by its first storage's engine, and a storage asking
+    for the other engine while the claim lasts is refused.
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, path: str, engine: str, where: str) -> None:
+        """Hold ``path`` (a real path) for ``engine``; ValidationError if the other engine holds it."""
+        with self._lock:
+            held, count = self._files.get(path, (engine, 0))
+            if held != engine:
+                raise ValidationError(
+                    f"{where} is open in this process with the {held!r} engine; it cannot be opened with "
+                    f"{engine!r} too: two copies of SQLite in one process do not share the file's locks, and "
+                    f"writes could be lost. Give engine={held!r}, or close the other storage first"
+                )
+            self._files[path] = (engine, count + 1)
+
+    def release(self, path: str) -> None:
+        """One storage fewer holds ``path``; the last one frees it for either engine."""
+        with self._lock:
+            engine, count = self._files[path]
+            if count > 1:
+                self._files[path] = (engine, count - 1)
+            else:
+                del self._files[path]
+
+    def engine_of(self, path: str) -> str | None:
+        """The engine holding ``path`` open in this process, if any."""
+        with self._lock:
+            held = self._files.get(path)
+            return None if held is None else held[0]
+
+
+claims = EngineClaims()
+"""The process's one register of which engine holds each local database file."""
