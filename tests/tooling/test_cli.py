@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import workmem
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.cli import _default_url, main
 from workmem.conformance import all_checks
 
@@ -37,7 +37,7 @@ REPORT_KEYS = {
 CHECK_KEYS = {"name", "title", "required", "status", "reason", "duration_s"}
 
 
-class StripsNul(InMemoryStorage):
+class StripsNul(ReferenceStorage):
     """Accepts working memory with NUL (drops it) instead of raising ValidationError."""
 
     def set_working_memory(self, content: str, **kw: Any) -> None:
@@ -72,7 +72,7 @@ def test_console_script_passes_on_memory_and_writes_the_json_report(tmp_path: Pa
     report = json.loads(out.read_text(encoding="utf-8"))
     assert set(report) == REPORT_KEYS
     assert report["passed"] is True and report["profile"] == "quick" and report["backend"] == "memory"
-    assert report["url"] == "memory://" and report["adapter"] == "workmem.adapters.reference:InMemoryStorage"
+    assert report["url"] == "memory://" and report["adapter"] == "workmem.adapters.reference:ReferenceStorage"
     assert report["workmem_version"] == workmem.__version__ and report["started_at"].endswith("Z")
     assert [c["name"] for c in report["checks"]] == [c.name for c in all_checks()]
     for entry in report["checks"]:
