@@ -10,7 +10,7 @@ from workmem import Thread, ThreadExistsError
 from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import PROFILES, run
 
-FAST = dataclasses.replace(PROFILES["ci"], shrink_seconds=2)
+FAST = dataclasses.replace(PROFILES["standard"], shrink_seconds=2)
 CHECKS = {"create_thread_insert_only", "create_thread_race"}
 
 

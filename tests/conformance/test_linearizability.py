@@ -197,5 +197,5 @@ def test_spawn_says_when_the_workers_were_told_to_go(tmp_path: Any) -> None:
 @pytest.mark.parametrize("api", ["sync", "async"])
 def test_the_check_passes_on_the_honest_adapter(api: str) -> None:
     name = uuid.uuid4().hex
-    report = run(f"memory://{name}", profile="ci", only=["linearizable"], api=api)  # type: ignore[arg-type]
+    report = run(f"memory://{name}", profile="standard", only=["linearizable"], api=api)  # type: ignore[arg-type]
     assert [c.status for c in report.checks] == ["passed"], report.checks

@@ -921,7 +921,7 @@ MUTANTS_B: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
 # -- end of issue 19, part B ------------------------------------------------------------------------------
 
 
-FAST_SHRINK = dataclasses.replace(PROFILES["ci"], shrink_seconds=0, shrink_total_seconds=None)
+FAST_SHRINK = dataclasses.replace(PROFILES["standard"], shrink_seconds=0, shrink_total_seconds=None)
 """The ci profile without shrinking: the same examples, so the same verdict, sooner (the test only needs that)."""
 
 
@@ -994,7 +994,7 @@ def test_kill_rate_every_mutant_is_killed(capsys: pytest.CaptureFixture[str], ap
 
 
 def test_failure_reason_carries_the_falsifying_example() -> None:
-    report = run(_factory(ShallowMerge, "sync"), profile="ci", only=["merge_patch_algebra"])  # type: ignore[arg-type]
+    report = run(_factory(ShallowMerge, "sync"), profile="standard", only=["merge_patch_algebra"])  # type: ignore[arg-type]
     (result,) = report.checks
     assert result.status == "failed" and result.reason is not None
     assert "Falsifying example" in result.reason or "Failing test case" in result.reason, result.reason
@@ -1007,7 +1007,7 @@ def test_the_honest_adapter_passes_every_check(api: Api) -> None:
     honest: Callable[[], object] = (
         (lambda: ReferenceStorage(name)) if api == "sync" else lambda: AsyncReferenceStorage(name)
     )
-    report = run(honest, profile="ci", api=api)  # type: ignore[arg-type]
+    report = run(honest, profile="standard", api=api)  # type: ignore[arg-type]
     problems = [(c.name, c.status, c.reason) for c in report.checks if c.status not in ("passed", "skipped")]
     assert not problems
     assert report.passed and report.api == api

@@ -297,3 +297,19 @@ def test_ctrl_c_dropped_inside_a_gc_callback_still_stops_the_run_at_once(capfd: 
     assert err.getvalue().strip().splitlines()[-1] == "workmem: interrupted"
     printed = capfd.readouterr()
     assert "KeyboardInterrupt" not in printed.err and "Exception ignored" not in printed.err
+
+
+@pytest.mark.parametrize("spelling", ["standard", "ci"])
+def test_the_default_profile_is_standard_and_ci_is_its_former_name(
+    spelling: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workmem.conformance import PROFILES
+    from workmem.conformance.profiles import get_profile
+
+    assert get_profile(spelling) is PROFILES["standard"] and "ci" not in PROFILES
+    out = tmp_path / "report.json"
+    args = ["conformance", "memory://", "--check", "validation", "--json", str(out)]
+    assert main([*args, "--profile", spelling], out=io.StringIO(), err=io.StringIO()) == 0
+    assert json.loads(out.read_text())["profile"] == "standard"
+    assert main(args, out=io.StringIO(), err=io.StringIO()) == 0
+    assert json.loads(out.read_text())["profile"] == "standard"
