@@ -2,7 +2,7 @@
 
 The same operations, rules and errors as :class:`~workmem.storage.MemoryStorage`
 (whose docstrings are normative for both): every method here awaits the same
-flow of :mod:`workmem.flows` on the adapter's hooks. A native async adapter
+operation of :mod:`workmem.operations` on the adapter's hooks. A native async adapter
 implements the hooks with its async driver; :class:`ThreadedAsyncStorage` runs
 a sync-only adapter (the ``libsql`` wheel, a third party's) on worker threads,
 so the event loop never blocks on it.
@@ -19,18 +19,17 @@ import asyncio
 import functools
 import os
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Self, TypeVar
 
-from workmem import flows
-from workmem.checks import ListQuery, ScopeTarget
+from workmem import operations
+from workmem._drive import run_sync
 from workmem.errors import StorageClosedError
-from workmem.flows import Capabilities, StorageHooks, run_sync
+from workmem.hooks import Capabilities, ForwardingHooks, StorageHooks
 from workmem.records import UNSET, Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
-from workmem.storage import MemoryStorage
+from workmem.storage import MemoryStorage, renamed
 
 __all__ = ["AsyncMemoryStorage", "ThreadedAsyncStorage", "opened_in_thread"]
 
@@ -57,11 +56,11 @@ class AsyncMemoryStorage(StorageHooks):
 
     async def get_resource(self, resource_id: str) -> Resource | None:
         """See :meth:`MemoryStorage.get_resource`."""
-        return await flows.get_resource(self, resource_id)
+        return await operations.get_resource(self, resource_id)
 
     async def save_resource(self, resource: Resource) -> Resource:
         """See :meth:`MemoryStorage.save_resource`."""
-        return await flows.save_resource(self, resource)
+        return await operations.save_resource(self, resource)
 
     async def update_resource(
         self,
@@ -72,21 +71,21 @@ class AsyncMemoryStorage(StorageHooks):
         max_chars: int | None = None,
     ) -> Resource:
         """See :meth:`MemoryStorage.update_resource`."""
-        return await flows.update_resource(self, resource_id, working_memory, metadata, max_chars)
+        return await operations.update_resource(self, resource_id, working_memory, metadata, max_chars)
 
     # -- threads -------------------------------------------------------------------
 
     async def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """See :meth:`MemoryStorage.get_thread`."""
-        return await flows.get_thread(self, thread_id, resource_id)
+        return await operations.get_thread(self, thread_id, resource_id)
 
     async def create_thread(self, thread: Thread) -> Thread:
         """See :meth:`MemoryStorage.create_thread`."""
-        return await flows.create_thread(self, thread)
+        return await operations.create_thread(self, thread)
 
     async def save_thread(self, thread: Thread) -> Thread:
         """See :meth:`MemoryStorage.save_thread`."""
-        return await flows.save_thread(self, thread)
+        return await operations.save_thread(self, thread)
 
     async def update_thread(
         self,
@@ -98,11 +97,11 @@ class AsyncMemoryStorage(StorageHooks):
         max_chars: int | None = None,
     ) -> Thread:
         """See :meth:`MemoryStorage.update_thread`."""
-        return await flows.update_thread(self, thread_id, title, metadata, resource_id, max_chars)
+        return await operations.update_thread(self, thread_id, title, metadata, resource_id, max_chars)
 
     async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """See :meth:`MemoryStorage.delete_thread`."""
-        return await flows.delete_thread(self, thread_id, resource_id)
+        return await operations.delete_thread(self, thread_id, resource_id)
 
     async def list_threads(
         self,
@@ -114,7 +113,7 @@ class AsyncMemoryStorage(StorageHooks):
         direction: Direction = "desc",
     ) -> ThreadPage:
         """See :meth:`MemoryStorage.list_threads`."""
-        return await flows.list_threads(self, resource_id, page, per_page, order_by, direction)
+        return await operations.list_threads(self, resource_id, page, per_page, order_by, direction)
 
     # -- working memory ------------------------------------------------------------
 
@@ -122,7 +121,7 @@ class AsyncMemoryStorage(StorageHooks):
         self, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
     ) -> str | None:
         """See :meth:`MemoryStorage.get_working_memory`."""
-        return await flows.get_working_memory(self, scope, resource_id, thread_id)
+        return await operations.get_working_memory(self, scope, resource_id, thread_id)
 
     async def set_working_memory(
         self,
@@ -134,7 +133,7 @@ class AsyncMemoryStorage(StorageHooks):
         max_chars: int | None = None,
     ) -> None:
         """See :meth:`MemoryStorage.set_working_memory`."""
-        await flows.set_working_memory(self, content, scope, resource_id, thread_id, max_chars)
+        await operations.set_working_memory(self, content, scope, resource_id, thread_id, max_chars)
 
     async def merge_working_memory(
         self,
@@ -146,37 +145,41 @@ class AsyncMemoryStorage(StorageHooks):
         max_chars: int | None = None,
     ) -> dict[str, Any]:
         """See :meth:`MemoryStorage.merge_working_memory`."""
-        return await flows.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars)
+        return await operations.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars)
 
     # -- every record: iteration and bulk writes ------------------------------------
 
     def iter_resources(self, *, page_size: int = 500) -> AsyncIterator[Resource]:
         """See :meth:`MemoryStorage.iter_resources` (``async for``)."""
-        return flows.iter_resources(self, page_size)
+        return operations.iter_resources(self, page_size)
 
     def iter_threads(self, *, page_size: int = 500) -> AsyncIterator[Thread]:
         """See :meth:`MemoryStorage.iter_threads` (``async for``)."""
-        return flows.iter_threads(self, page_size)
+        return operations.iter_threads(self, page_size)
 
-    async def resource_page(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Resource]:
-        """See :meth:`MemoryStorage.resource_page`."""
-        return await flows.resource_page(self, after, limit)
+    async def resources_after(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Resource]:
+        """See :meth:`MemoryStorage.resources_after`."""
+        return await operations.resources_after(self, after, limit)
 
-    async def thread_page(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Thread]:
-        """See :meth:`MemoryStorage.thread_page`."""
-        return await flows.thread_page(self, after, limit)
+    async def threads_after(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Thread]:
+        """See :meth:`MemoryStorage.threads_after`."""
+        return await operations.threads_after(self, after, limit)
 
     async def insert_resources(self, resources: Iterable[Resource]) -> frozenset[str]:
         """See :meth:`MemoryStorage.insert_resources`."""
-        return await flows.insert_resources(self, resources)
+        return await operations.insert_resources(self, resources)
 
     async def insert_threads(self, threads: Iterable[Thread]) -> frozenset[str]:
         """See :meth:`MemoryStorage.insert_threads`."""
-        return await flows.insert_threads(self, threads)
+        return await operations.insert_threads(self, threads)
 
-    async def replace_thread(self, thread: Thread) -> bool:
-        """See :meth:`MemoryStorage.replace_thread`."""
-        return await flows.replace_thread(self, thread)
+    async def restore_thread(self, thread: Thread) -> bool:
+        """See :meth:`MemoryStorage.restore_thread`."""
+        return await operations.restore_thread(self, thread)
+
+    resource_page = renamed("resource_page", "resources_after")
+    thread_page = renamed("thread_page", "threads_after")
+    replace_thread = renamed("replace_thread", "restore_thread")
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -197,7 +200,7 @@ def _default_workers() -> int:
     return min(32, (os.cpu_count() or 1) + 4)
 
 
-class ThreadedAsyncStorage(AsyncMemoryStorage):
+class ThreadedAsyncStorage(ForwardingHooks, AsyncMemoryStorage):
     """A sync adapter behind the async API: each hook runs on a worker thread of its own pool.
 
     The arguments are checked on the event loop (the flows are shared); only the
@@ -231,81 +234,14 @@ class ThreadedAsyncStorage(AsyncMemoryStorage):
             raise StorageClosedError(f"{type(self.storage).__name__} is closed")
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    async def _run(self, hook: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
-        return await self._in_thread(functools.partial(_drive, hook, args))
-
-    async def _get_resource(self, resource_id: str) -> Resource | None:
-        return await self._run(self.storage._get_resource, resource_id)
-
-    async def _save_resource(self, resource: Resource) -> Resource:
-        return await self._run(self.storage._save_resource, resource)
-
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        update = functools.partial(self.storage._update_resource, max_chars=max_chars)
-        return await self._run(update, resource_id, working_memory, metadata, now)
-
-    async def _get_thread(self, thread_id: str) -> Thread | None:
-        return await self._run(self.storage._get_thread, thread_id)
-
-    async def _create_thread(self, thread: Thread) -> Thread:
-        return await self._run(self.storage._create_thread, thread)
-
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
-        return await self._run(self.storage._save_thread, thread, now)
-
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        update = functools.partial(self.storage._update_thread, owner=owner, max_chars=max_chars)
-        return await self._run(update, thread_id, title, metadata, now)
-
-    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
-        return await self._run(functools.partial(self.storage._delete_thread, owner=owner), thread_id)
-
-    async def _list_threads(self, query: ListQuery) -> ThreadPage:
-        return await self._run(self.storage._list_threads, query)
-
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
-        merge = functools.partial(self.storage._merge_working_memory, max_chars=max_chars)
-        return await self._run(merge, target, patch, now)
-
-    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
-        return await self._run(self.storage._resource_page, after, limit)
-
-    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
-        return await self._run(self.storage._thread_page, after, limit)
-
-    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
-        return await self._run(self.storage._insert_resources, resources)
-
-    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
-        return await self._run(self.storage._insert_threads, threads)
-
-    async def _replace_thread(self, thread: Thread) -> bool:
-        return await self._run(self.storage._replace_thread, thread)
+    async def _forward(self, hook: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return await self._in_thread(functools.partial(_drive, getattr(self.storage, hook), args, kwargs))
 
     async def _close(self) -> None:
         if self._closed:
             return
         try:
-            await self._run(self.storage._close)
+            await self._forward("_close", (), {})
         finally:
             self._closed = True
             self._executor.shutdown(wait=False)
@@ -333,5 +269,5 @@ def _close_opened(future: asyncio.Future[Any]) -> None:
         future.result().close()
 
 
-def _drive(hook: Callable[..., Coroutine[Any, Any, T]], args: tuple[Any, ...]) -> T:
-    return run_sync(hook(*args))
+def _drive(hook: Callable[..., Coroutine[Any, Any, T]], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+    return run_sync(hook(*args, **kwargs))

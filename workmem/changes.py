@@ -12,7 +12,7 @@ import dataclasses
 from datetime import datetime
 from typing import Any
 
-from workmem.checks import check_owner, thread_working_memory
+from workmem.arguments import check_owner, thread_working_memory
 from workmem.errors import ThreadOwnershipError
 from workmem.limits import check_limit, text_size
 from workmem.merge_patch import apply_merge_patch, parse_json_object

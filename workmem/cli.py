@@ -1,9 +1,10 @@
 """The ``workmem`` command.
 
-``workmem compat REPORTS... [-o FILE]`` merges conformance JSON reports into a
-Markdown compatibility table (see :mod:`workmem.conformance.table`).
+``workmem conformance table REPORTS... [-o FILE]`` merges conformance JSON reports into a
+Markdown compatibility table (see :mod:`workmem.conformance.table`; ``workmem compat``, its former
+name, still works).
 
-``workmem conformance [URL] [--profile quick|ci|thorough] [--api sync|async] [--json FILE] [--check NAME]``
+``workmem conformance [URL] [--profile quick|standard|thorough] [--api sync|async] [--json FILE] [--check NAME]``
 runs the conformance suite against ``URL`` (through the sync API, or with ``--api async`` the same
 checks through ``workmem.connect_async``) and prints a table of the checks (on stderr when
 ``--json -`` puts the JSON report alone on stdout); the exit status is 0 only if every required
@@ -42,10 +43,21 @@ from types import FrameType
 from typing import Any, TextIO
 
 import workmem
+from workmem.conformance.profiles import DEFAULT_PROFILE
 from workmem.conformance.target import masked
 from workmem.errors import WorkmemError
 
 __all__ = ["main"]
+
+
+TABLE_COMMAND = "conformance-table"
+"""The parser's name for ``workmem conformance table`` (``workmem compat``, its former name, is an alias)."""
+
+
+def _spelled(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``conformance table`` as the one word the parser knows it by."""
+    words = list(argv)
+    return [TABLE_COMMAND, *words[2:]] if words[:2] == ["conformance", "table"] else words
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,7 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     conf = commands.add_parser("conformance", help="run the conformance suite against a backend")
     conf.add_argument("url", nargs="?", help="backend URL (default: a libSQL file in a fresh temporary folder)")
-    conf.add_argument("--profile", choices=["quick", "ci", "thorough"], default="ci", help="default: ci")
+    conf.add_argument(
+        "--profile",
+        choices=["quick", "standard", "thorough", "ci"],
+        default=DEFAULT_PROFILE,
+        help=f"default: {DEFAULT_PROFILE} (ci: its former name)",
+    )
     conf.add_argument(
         "--api",
         choices=["sync", "async"],
@@ -66,7 +83,12 @@ def _parser() -> argparse.ArgumentParser:
     from workmem.conformance import table as compat_table
 
     compat_table.configure_parser(
-        commands.add_parser("compat", help="merge conformance JSON reports into a Markdown compatibility table")
+        commands.add_parser(
+            TABLE_COMMAND,
+            aliases=["compat"],
+            prog="workmem conformance table",
+            help="(workmem conformance table) merge conformance JSON reports into a Markdown compatibility table",
+        )
     )
     from workmem.transfer import cli as transfer_cli
 
@@ -261,14 +283,14 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             faulthandler.enable()  # a crash in a native driver then shows where it happened
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        args = _parser().parse_args(argv)
+        args = _parser().parse_args(_spelled(sys.argv[1:] if argv is None else argv))
         if args.command == "conformance":
             error = _argument_error(args)
             if error is not None:
                 print(f"workmem conformance: error: {error}", file=err)
                 return 2
             return _conformance(args, out, err)
-        if args.command == "compat":
+        if args.command in (TABLE_COMMAND, "compat"):
             from workmem.conformance import table as compat_table
 
             return compat_table.run_cli(args)

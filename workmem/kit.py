@@ -23,28 +23,33 @@
 * **Retries** -- :func:`backoff` gives the jittered exponential pause before a
   retry of a write that lost a race (a compare-and-set that matched nothing).
 
-And the contract itself, re-exported so that an adapter needs this module and
-:mod:`workmem.errors` only:
+And the contract itself, so that an adapter imports this module and
+:mod:`workmem.errors` only (``from workmem.kit import ...``):
 
-* **The storage and its hooks** -- :class:`~workmem.storage.MemoryStorage` (subclass
-  it), :class:`~workmem.flows.StorageHooks` (the hooks it implements; every
-  argument arrives checked), :class:`~workmem.flows.Capabilities`.
-* **What the hooks receive** -- :class:`~workmem.checks.ListQuery` (a list's
-  owner, page, order), :class:`~workmem.checks.ScopeTarget` (a working memory's
-  scope and ids), :func:`~workmem.checks.check_create` (the ``create`` option),
-  :func:`~workmem.checks.missing_tables` (the error for a database without them).
+* **The storage and its hooks** -- :class:`~workmem.storage.MemoryStorage` and
+  :class:`~workmem.aio.AsyncMemoryStorage` (subclass one, or both over one set of
+  hooks), :class:`~workmem.hooks.StorageHooks` (the hooks it implements; every
+  argument arrives checked), :class:`~workmem.hooks.Capabilities`;
+  :func:`~workmem._drive.run_sync` (a sync storage's coroutine, run without a loop).
+* **What the hooks receive** -- :class:`~workmem.hooks.ListQuery` (a list's
+  owner, page, order), :class:`~workmem.hooks.ScopeTarget` (a working memory's
+  scope and ids); :func:`~workmem.hooks.read_record_page` builds a keyset page.
+* **Creating the tables** -- :func:`~workmem.arguments.check_create` (the ``create``
+  option), :func:`~workmem.arguments.missing_tables` (the error for a database
+  without them, with ``create=False``), :data:`~workmem.arguments.CREATE_FALSE_ADVICE`.
 * **Records** -- :class:`~workmem.records.Resource`, :class:`~workmem.records.Thread`,
   :class:`~workmem.records.ThreadPage`, :class:`~workmem.records.RecordPage`,
   ``UNSET``/:class:`~workmem.records.Unset`; :func:`~workmem.records.private_copy`
   (what a hook returns shares nothing with what it stores);
   :func:`~workmem.records.trusted_thread`/:func:`~workmem.records.trusted_resource`
   (a record from a row the adapter wrote, without re-validating it).
-* **The rules of a change, written once** -- :func:`~workmem.checks.check_owner`
-  (the one owner rule: call it on the stored thread inside the atomic step),
-  :func:`~workmem.changes.updated_thread`, :func:`~workmem.changes.updated_resource`,
-  :func:`~workmem.changes.replaced_thread`, :func:`~workmem.changes.merge_document`,
-  :func:`~workmem.changes.with_thread_memory`,
-  :func:`~workmem.checks.thread_working_memory_to_merge`.
+* **The rules of a change, written once** -- :func:`check_owner` (the one owner
+  rule: call it on the stored thread inside the atomic step; the change rules
+  below call it too), :func:`~workmem.changes.updated_thread`,
+  :func:`~workmem.changes.updated_resource`, :func:`~workmem.changes.replaced_thread`,
+  :func:`~workmem.changes.merge_document`, :func:`~workmem.changes.with_thread_memory`,
+  :func:`~workmem.changes.memory_given`, :func:`~workmem.changes.shallow`,
+  :func:`~workmem.arguments.thread_working_memory_to_merge`.
 """
 
 from __future__ import annotations
@@ -55,17 +60,26 @@ from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any
 
-from workmem.changes import merge_document, replaced_thread, updated_resource, updated_thread, with_thread_memory
-from workmem.checks import (
-    ListQuery,
-    ScopeTarget,
+from workmem._drive import run_sync
+from workmem.aio import AsyncMemoryStorage
+from workmem.arguments import (
+    CREATE_FALSE_ADVICE,
     check_create,
     check_owner,
     missing_tables,
     thread_working_memory_to_merge,
 )
+from workmem.changes import (
+    memory_given,
+    merge_document,
+    replaced_thread,
+    shallow,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.errors import DriverError, MissingDriverError, ValidationError, WorkmemError
-from workmem.flows import Capabilities, StorageHooks
+from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.masking import Secret, detach, raise_unchained
 from workmem.records import (
     UNSET,
@@ -92,8 +106,10 @@ from workmem.urls import (
 )
 
 __all__ = [
+    "CREATE_FALSE_ADVICE",
     "SECRET_QUERY_KEYS",
     "UNSET",
+    "AsyncMemoryStorage",
     "Capabilities",
     "DriverError",
     "ListQuery",
@@ -118,13 +134,17 @@ __all__ = [
     "import_driver",
     "mask_secrets",
     "mask_url",
+    "memory_given",
     "merge_document",
     "missing_tables",
     "private_copy",
     "query_pairs",
     "raise_unchained",
+    "read_record_page",
     "replaced_thread",
+    "run_sync",
     "scheme_of",
+    "shallow",
     "split_userinfo",
     "thread_working_memory_to_merge",
     "trusted_resource",

@@ -20,9 +20,10 @@ from types import MappingProxyType
 from typing import Any
 
 from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage, opened_in_thread
+from workmem.arguments import check_create
 from workmem.errors import MissingDriverError, UnknownSchemeError, ValidationError
 from workmem.masking import Secret, forgets_locals, forgets_locals_async
-from workmem.storage import MemoryStorage, check_create
+from workmem.storage import MemoryStorage
 from workmem.urls import mask_url, scheme_of
 
 __all__ = [
@@ -73,7 +74,7 @@ MASTRA_SCHEMES = (
 
 _BUILTIN: Mapping[str, AdapterSpec] = MappingProxyType(
     {
-        "memory": AdapterSpec("workmem.adapters.reference:InMemoryStorage"),
+        "memory": AdapterSpec("workmem.adapters.reference:ReferenceStorage"),
         "file": _LIBSQL,
         "libsql": _LIBSQL,
         "libsql+http": _LIBSQL,

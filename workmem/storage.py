@@ -2,8 +2,8 @@
 
 The semantics here are normative; ``workmem.conformance`` checks them against
 any adapter. The public methods are concrete: each checks its arguments at the
-door and runs the operation's one flow (:mod:`workmem.flows`) on the adapter's
-narrow hooks (:class:`~workmem.flows.StorageHooks`). Methods that must be atomic
+door and runs the operation written once (:mod:`workmem.operations`) on the adapter's
+narrow hooks (:class:`~workmem.hooks.StorageHooks`). Methods that must be atomic
 say so: an adapter makes them atomic in its database (one statement, a row
 lock, a script, a conditional update), never with a lock held only in Python.
 :class:`workmem.aio.AsyncMemoryStorage` is the same contract as coroutines.
@@ -11,49 +11,45 @@ lock, a script, a conditional update), never with a lock held only in Python.
 
 from __future__ import annotations
 
+import warnings
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from workmem import flows
-from workmem.checks import (
-    ListQuery,
-    ScopeTarget,
-    check_create,
-    check_list_args,
-    check_owner,
-    check_record,
-    check_resource_update,
-    check_scope,
-    check_thread_update,
-    missing_tables,
-    thread_working_memory,
-    thread_working_memory_to_merge,
-)
-from workmem.flows import Capabilities, StorageHooks, iterate_sync, run_sync
+from workmem import arguments, hooks, operations
+from workmem._drive import iterate_sync, run_sync
 from workmem.records import UNSET, Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
 
-__all__ = [
-    "Capabilities",
-    "ListQuery",
-    "MemoryStorage",
-    "ScopeTarget",
-    "StorageHooks",
-    "check_create",
-    "check_list_args",
-    "check_owner",
-    "check_record",
-    "check_resource_update",
-    "check_scope",
-    "check_thread_update",
-    "missing_tables",
-    "thread_working_memory",
-    "thread_working_memory_to_merge",
-]
+__all__ = ["MemoryStorage"]
+
+_HOOKS_NAMES = ("Capabilities", "ListQuery", "ScopeTarget", "StorageHooks")
 
 
-class MemoryStorage(StorageHooks):
+def __getattr__(name: str) -> Any:
+    """A name this module re-exported before, with a :class:`DeprecationWarning` (an adapter imports it from kit)."""
+    home = "workmem.hooks" if name in _HOOKS_NAMES else "workmem.arguments" if name in arguments.__all__ else None
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"workmem.storage.{name} moved: import it from workmem.kit (or {home})", DeprecationWarning, stacklevel=2
+    )
+    return getattr(hooks if home == "workmem.hooks" else arguments, name)
+
+
+def renamed(old: str, new: str) -> Callable[..., Any]:
+    """A method ``old`` that warns (:class:`DeprecationWarning`) and calls the method ``new`` of the same object."""
+
+    def alias(self: Any, *args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"{old}() is renamed {new}()", DeprecationWarning, stacklevel=2)
+        return getattr(self, new)(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = f"Deprecated: the former name of :meth:`{new}`."
+    return alias
+
+
+class MemoryStorage(hooks.StorageHooks):
     """Durable resources, threads and working memory on one backend (the sync API).
 
     Instances are thread-safe and usable as context managers (``close()`` on exit).
@@ -89,7 +85,7 @@ class MemoryStorage(StorageHooks):
     :meth:`close`. It raises no bare ``WorkmemError``, ``ValueError`` or ``TypeError``.
 
     An adapter subclasses this and implements :meth:`from_url` and the hooks of
-    :class:`~workmem.flows.StorageHooks` with its blocking driver; it names its
+    :class:`~workmem.hooks.StorageHooks` with its blocking driver; it names its
     native async twin in :attr:`async_adapter`, or ``workmem.connect_async``
     runs it on worker threads.
     """
@@ -110,11 +106,11 @@ class MemoryStorage(StorageHooks):
 
     def get_resource(self, resource_id: str) -> Resource | None:
         """The resource, or ``None`` when there is none."""
-        return run_sync(flows.get_resource(self, resource_id))
+        return run_sync(operations.get_resource(self, resource_id))
 
     def save_resource(self, resource: Resource) -> Resource:
         """Create the resource or replace it whole (timestamps as given); return what is stored."""
-        return run_sync(flows.save_resource(self, resource))
+        return run_sync(operations.save_resource(self, resource))
 
     def update_resource(
         self,
@@ -135,13 +131,13 @@ class MemoryStorage(StorageHooks):
         now; ``created_at`` never changes. ``max_chars`` limits a ``working_memory``
         text given, as in :meth:`set_working_memory`.
         """
-        return run_sync(flows.update_resource(self, resource_id, working_memory, metadata, max_chars))
+        return run_sync(operations.update_resource(self, resource_id, working_memory, metadata, max_chars))
 
     # -- threads -------------------------------------------------------------------
 
     def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """The thread, or ``None``; with ``resource_id``, a thread of another owner is ``None`` too."""
-        return run_sync(flows.get_thread(self, thread_id, resource_id))
+        return run_sync(operations.get_thread(self, thread_id, resource_id))
 
     def create_thread(self, thread: Thread) -> Thread:
         """Insert a new thread, timestamps as given; never replace one. Atomic.
@@ -152,7 +148,7 @@ class MemoryStorage(StorageHooks):
         the database (a conflict-ignoring insert, a unique index, a script),
         never a read followed by a write.
         """
-        return run_sync(flows.create_thread(self, thread))
+        return run_sync(operations.create_thread(self, thread))
 
     def save_thread(self, thread: Thread) -> Thread:
         """Create the thread, or replace title and metadata of the same owner's thread; atomic.
@@ -162,7 +158,7 @@ class MemoryStorage(StorageHooks):
         ``resource_id``, raise :class:`~workmem.errors.ThreadOwnershipError` and
         change nothing: of two racing creates with different owners exactly one wins.
         """
-        return run_sync(flows.save_thread(self, thread))
+        return run_sync(operations.save_thread(self, thread))
 
     def update_thread(
         self,
@@ -182,7 +178,7 @@ class MemoryStorage(StorageHooks):
         ``metadata["workingMemory"]`` string given (the thread's working memory), as
         in :meth:`set_working_memory`; a refused update changes nothing.
         """
-        return run_sync(flows.update_thread(self, thread_id, title, metadata, resource_id, max_chars))
+        return run_sync(operations.update_thread(self, thread_id, title, metadata, resource_id, max_chars))
 
     def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """Delete the thread; ``True`` if it existed. Idempotent.
@@ -192,7 +188,7 @@ class MemoryStorage(StorageHooks):
         only that resource's thread is deleted: another resource's raises
         :class:`~workmem.errors.ThreadOwnershipError` and stays.
         """
-        return run_sync(flows.delete_thread(self, thread_id, resource_id))
+        return run_sync(operations.delete_thread(self, thread_id, resource_id))
 
     def list_threads(
         self,
@@ -204,7 +200,7 @@ class MemoryStorage(StorageHooks):
         direction: Direction = "desc",
     ) -> ThreadPage:
         """One page of the resource's threads, ordered by ``order_by`` then ``id`` (same direction)."""
-        return run_sync(flows.list_threads(self, resource_id, page, per_page, order_by, direction))
+        return run_sync(operations.list_threads(self, resource_id, page, per_page, order_by, direction))
 
     # -- working memory ------------------------------------------------------------
 
@@ -218,7 +214,7 @@ class MemoryStorage(StorageHooks):
         object, a number or a boolean there). In thread scope a given
         ``resource_id`` must be the thread's owner.
         """
-        return run_sync(flows.get_working_memory(self, scope, resource_id, thread_id))
+        return run_sync(operations.get_working_memory(self, scope, resource_id, thread_id))
 
     def set_working_memory(
         self,
@@ -241,7 +237,7 @@ class MemoryStorage(StorageHooks):
         comparison is made on the stored text in the same atomic step as the write,
         so concurrent writers cannot make it stale.
         """
-        run_sync(flows.set_working_memory(self, content, scope, resource_id, thread_id, max_chars))
+        run_sync(operations.set_working_memory(self, content, scope, resource_id, thread_id, max_chars))
 
     def merge_working_memory(
         self,
@@ -271,36 +267,36 @@ class MemoryStorage(StorageHooks):
         step: any number of concurrent merges leave at most ``max_chars`` characters
         (from memory within the limit).
         """
-        return run_sync(flows.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars))
+        return run_sync(operations.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars))
 
     # -- every record: iteration and bulk writes ------------------------------------
 
     def iter_resources(self, *, page_size: int = 500) -> Iterator[Resource]:
         """Every resource, ascending by id (code point order, the same on every backend), read in pages.
 
-        Keyset pagination (:meth:`resource_page`): a resource present for the whole
+        Keyset pagination (:meth:`resources_after`): a resource present for the whole
         iteration is returned exactly once, whatever is inserted or deleted meanwhile;
         one inserted or deleted during it may or may not appear; none appears twice.
         A record another program stored in a form workmem cannot read is left out
-        (:meth:`resource_page` names it). ``page_size``: 1 to 10,000.
+        (:meth:`resources_after` names it). ``page_size``: 1 to 10,000.
         """
-        return iterate_sync(flows.iter_resources(self, page_size))
+        return iterate_sync(operations.iter_resources(self, page_size))
 
     def iter_threads(self, *, page_size: int = 500) -> Iterator[Thread]:
         """Every thread of every resource, ascending by id, as :meth:`iter_resources`."""
-        return iterate_sync(flows.iter_threads(self, page_size))
+        return iterate_sync(operations.iter_threads(self, page_size))
 
-    def resource_page(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Resource]:
+    def resources_after(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Resource]:
         """At most ``limit`` resources with ids after ``after`` (``None``: the first), ascending by id.
 
         Pass the page's :attr:`~workmem.records.RecordPage.next_after` as ``after`` for the next
         page; it is ``None`` after the last. Unreadable records' ids are in ``unreadable``.
         """
-        return run_sync(flows.resource_page(self, after, limit))
+        return run_sync(operations.resources_after(self, after, limit))
 
-    def thread_page(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Thread]:
-        """At most ``limit`` threads with ids after ``after``, ascending by id, as :meth:`resource_page`."""
-        return run_sync(flows.thread_page(self, after, limit))
+    def threads_after(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Thread]:
+        """At most ``limit`` threads with ids after ``after``, ascending by id, as :meth:`resources_after`."""
+        return run_sync(operations.threads_after(self, after, limit))
 
     def insert_resources(self, resources: Iterable[Resource]) -> frozenset[str]:
         """Insert every resource whose id is absent, all fields and both timestamps as given.
@@ -309,7 +305,7 @@ class MemoryStorage(StorageHooks):
         Each insert-if-absent is atomic; records go to the backend in batches (its
         bulk path), each batch checked before it is written.
         """
-        return run_sync(flows.insert_resources(self, resources))
+        return run_sync(operations.insert_resources(self, resources))
 
     def insert_threads(self, threads: Iterable[Thread]) -> frozenset[str]:
         """Insert every thread whose id is absent, as given; return the ids already present.
@@ -317,16 +313,20 @@ class MemoryStorage(StorageHooks):
         A present thread is left unchanged whoever owns it: a bulk write never moves
         a thread to another resource. Atomic per record, batched as :meth:`insert_resources`.
         """
-        return run_sync(flows.insert_threads(self, threads))
+        return run_sync(operations.insert_threads(self, threads))
 
-    def replace_thread(self, thread: Thread) -> bool:
-        """Replace title, metadata and both timestamps (as given) of the same owner's thread; atomic.
+    def restore_thread(self, thread: Thread) -> bool:
+        """Restore the same owner's thread as given: title, metadata and both timestamps; atomic.
 
         ``False``, and nothing changed, when there is no thread with this id or
         another resource owns it (unlike :meth:`save_thread`, it never creates,
         and keeps ``updated_at`` as given rather than moving it to now).
         """
-        return run_sync(flows.replace_thread(self, thread))
+        return run_sync(operations.restore_thread(self, thread))
+
+    resource_page = renamed("resource_page", "resources_after")
+    thread_page = renamed("thread_page", "threads_after")
+    replace_thread = renamed("replace_thread", "restore_thread")
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """``AsyncMemory`` on memory://, a libSQL file and PostgreSQL, opened with ``connect_async``.
 
-``AsyncMemory`` awaits the same flows (:mod:`workmem.agent.flows`) that ``Memory``
+``AsyncMemory`` awaits the same flows (:mod:`workmem.agent.operations`) that ``Memory``
 runs without an event loop, so these tests check the async face end to end and,
 on a shared ``memory://`` store, that both faces give the same results.
 """
@@ -30,7 +30,7 @@ from scripted_model import (
 import workmem
 import workmem.agent.aio
 from workmem import AsyncMemory, AsyncMemoryStorage, Memory
-from workmem.adapters.reference import AsyncInMemoryStorage, InMemoryStorage
+from workmem.adapters.reference import AsyncReferenceStorage, ReferenceStorage
 from workmem.agent import sub_agent_resource_id
 from workmem.errors import (
     ReadOnlyMemoryError,
@@ -106,7 +106,7 @@ def test_open_connects_async_and_owns_the_storage(url: str) -> None:
 def test_close_closes_only_what_open_opened(monkeypatch: pytest.MonkeyPatch) -> None:
     closed: list[str] = []
 
-    class Spy(AsyncInMemoryStorage):
+    class Spy(AsyncReferenceStorage):
         async def close(self) -> None:
             closed.append("closed")
 
@@ -148,7 +148,7 @@ def test_constructor_takes_only_an_async_storage() -> None:
     with pytest.raises(ValidationError, match=r"await AsyncMemory\.open\(url\)"):
         AsyncMemory("memory://x")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="connect_async, or use Memory"):
-        AsyncMemory(InMemoryStorage())  # type: ignore[arg-type]
+        AsyncMemory(ReferenceStorage())  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="AsyncMemoryStorage, not int"):
         AsyncMemory(3)  # type: ignore[arg-type]
 
@@ -264,7 +264,7 @@ def test_schema_mode_with_a_pydantic_model(url: str, scope: Scope) -> None:
 
 def test_template_mode_refuses_schema_only_methods() -> None:
     async def body() -> None:
-        memory = AsyncMemory(AsyncInMemoryStorage())
+        memory = AsyncMemory(AsyncReferenceStorage())
         with pytest.raises(ValidationError, match="create the AsyncMemory with schema"):
             await memory.merge_working_memory({"a": 1}, resource_id="r")
         with pytest.raises(ValidationError, match="create the AsyncMemory with schema"):
@@ -405,7 +405,7 @@ def test_memory_and_async_memory_give_the_same_results_on_one_store() -> None:
 
 def test_sync_memory_works_inside_a_running_event_loop() -> None:
     async def body() -> str | None:
-        memory = Memory(InMemoryStorage(), scope="thread")  # its flows never suspend: no loop is needed or used
+        memory = Memory(ReferenceStorage(), scope="thread")  # its flows never suspend: no loop is needed or used
         thread = memory.create_thread(resource_id="r", metadata={"workingMemory": "# inside"})
         return memory.get_working_memory(thread_id=thread.id)
 
@@ -414,7 +414,7 @@ def test_sync_memory_works_inside_a_running_event_loop() -> None:
 
 def test_isolated_sub_agent_ids_only_as_made() -> None:
     async def body() -> None:
-        memory = AsyncMemory(AsyncInMemoryStorage())
+        memory = AsyncMemory(AsyncReferenceStorage())
         isolated = sub_agent_resource_id("alice", "researcher", isolated=True)
         await memory.update_working_memory("# notes", resource_id=isolated)
         assert await memory.get_working_memory(resource_id=isolated) == "# notes"
@@ -448,5 +448,5 @@ def test_from_memory_runs_a_sync_memory_on_worker_threads_and_leaves_its_storage
         asyncio.run(body())
         assert threads and all(name.startswith("workmem") for name in threads)  # its worker threads, never the loop's
         assert memory.get_working_memory(thread_id="t-1") == "# notes"  # still open after the view closed
-    with pytest.raises(ValidationError, match="takes a Memory, not AsyncInMemoryStorage"):
-        AsyncMemory.from_memory(AsyncInMemoryStorage())  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="takes a Memory, not AsyncReferenceStorage"):
+        AsyncMemory.from_memory(AsyncReferenceStorage())  # type: ignore[arg-type]

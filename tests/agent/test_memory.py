@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from servers import server_url, skip_or_fail
 
 import workmem
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.agent import DEFAULT_TEMPLATE, Memory, sub_agent_resource_id, to_anthropic_tool, to_openai_tool
 from workmem.errors import (
     ReadOnlyMemoryError,
@@ -146,7 +146,7 @@ def test_bad_storage_argument() -> None:
 def test_memory_owns_and_closes_a_storage_it_opened(monkeypatch: pytest.MonkeyPatch) -> None:
     closed: list[str] = []
 
-    class Spy(InMemoryStorage):
+    class Spy(ReferenceStorage):
         def close(self) -> None:
             closed.append("closed")
 
@@ -165,7 +165,7 @@ def test_memory_opens_a_url(tmp_path: Path) -> None:
     with Memory(f"memory://url-{uuid.uuid4().hex}") as memory:
         memory.update_working_memory("# hi", resource_id="r")
         assert memory.get_working_memory(resource_id="r") == "# hi"
-        assert "Memory(InMemoryStorage" in repr(memory)
+        assert "Memory(ReferenceStorage" in repr(memory)
 
 
 # -- threads ---------------------------------------------------------------------------------

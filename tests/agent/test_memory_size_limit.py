@@ -16,6 +16,7 @@ import inspect
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -24,9 +25,10 @@ from scripted_model import USER_TURN, ScriptedModel, copy_back_arguments, edit_a
 
 import workmem
 from workmem import AsyncMemory, Memory, WorkingMemoryTooLargeError
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.agent.prompt import too_large_message
 from workmem.errors import ValidationError
+from workmem.kit import ScopeTarget
 from workmem.records import Scope
 from workmem.validation import dump_json
 
@@ -376,7 +378,7 @@ def test_model_copying_back_escaped_memory_near_the_limit_is_not_refused(url: st
 
 def test_scripted_model_follows_the_refusal_over_many_turns() -> None:
     """The sync scripted model: it keeps appending; each refusal makes it condense; the memory stays in bounds."""
-    with Memory(InMemoryStorage(), template=TEMPLATE, max_chars=300) as memory:
+    with Memory(ReferenceStorage(), template=TEMPLATE, max_chars=300) as memory:
         memory.create_thread("t", resource_id="u")
         model = ScriptedModel(memory, thread_id="t")
         refusals = 0
@@ -404,15 +406,16 @@ def test_a_merge_racing_another_writer_is_decided_on_what_is_stored_when_it_merg
     update that would now grow the memory over the limit is refused and the other writer's change is kept.
     (Before, the check ran on the read and the stored result ended over the limit.)"""
 
-    class Racing(InMemoryStorage):
-        def merge_working_memory(self, patch: Any, **target: Any) -> dict[str, Any]:
-            limit = target.pop("max_chars", None)
-            super().merge_working_memory({"tags": ["from-another-writer"]}, **target)  # no limit: another program
-            return super().merge_working_memory(patch, **target, max_chars=limit)
+    class Racing(ReferenceStorage):
+        async def _merge_working_memory(
+            self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+        ) -> dict[str, Any]:
+            await super()._merge_working_memory(target, {"tags": ["from-another-writer"]}, now)  # no limit: another
+            return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
 
     storage = Racing()
     with Memory(storage, schema=SCHEMA, max_chars=LIMIT) as memory:
-        InMemoryStorage.merge_working_memory(storage, _notes(980), scope="resource", resource_id="u")
+        ReferenceStorage.merge_working_memory(storage, _notes(980), scope="resource", resource_id="u")
         result = memory.call_tool({"memory": {"name": "Annabel"}}, resource_id="u")  # 984 as read: fits
         now = len(dump_json({**_notes(980), "tags": ["from-another-writer"]}))
         assert now > LIMIT
@@ -434,7 +437,7 @@ def test_a_merge_racing_another_writer_is_decided_on_what_is_stored_when_it_merg
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "100"])
 def test_max_chars_must_be_a_positive_int_or_none(bad: object) -> None:
     with pytest.raises(ValidationError, match="max_chars must be an int >= 1 or None"):
-        Memory(InMemoryStorage(), max_chars=bad)  # type: ignore[arg-type]
+        Memory(ReferenceStorage(), max_chars=bad)  # type: ignore[arg-type]
 
     async def scenario() -> None:
         with pytest.raises(ValidationError, match="max_chars must be"):  # before any connection
@@ -445,15 +448,15 @@ def test_max_chars_must_be_a_positive_int_or_none(bad: object) -> None:
 
 def test_max_chars_smaller_than_the_template_is_refused() -> None:
     with pytest.raises(ValidationError, match="smaller than the template"):
-        Memory(InMemoryStorage(), template=TEMPLATE, max_chars=len(TEMPLATE) - 1)
-    assert Memory(InMemoryStorage(), template=TEMPLATE, max_chars=len(TEMPLATE)).max_chars == len(TEMPLATE)
-    memory = Memory(InMemoryStorage(), schema=SCHEMA, max_chars=1)
+        Memory(ReferenceStorage(), template=TEMPLATE, max_chars=len(TEMPLATE) - 1)
+    assert Memory(ReferenceStorage(), template=TEMPLATE, max_chars=len(TEMPLATE)).max_chars == len(TEMPLATE)
+    memory = Memory(ReferenceStorage(), schema=SCHEMA, max_chars=1)
     assert memory.max_chars == 1 and "max_chars=1" in repr(memory)
-    assert Memory(InMemoryStorage()).max_chars is None
+    assert Memory(ReferenceStorage()).max_chars is None
 
 
 def test_without_a_limit_nothing_changes() -> None:
-    with Memory(InMemoryStorage(), template=TEMPLATE) as memory:
+    with Memory(ReferenceStorage(), template=TEMPLATE) as memory:
         assert memory.call_tool({"memory": _text(100_000)}, resource_id="u") == {
             "ok": True,
             "action": "replaced",
@@ -463,7 +466,7 @@ def test_without_a_limit_nothing_changes() -> None:
 
 
 def test_read_only_memory_shows_no_budget() -> None:
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     storage.set_working_memory(_text(1200), scope="resource", resource_id="u")
     with Memory(storage, template=TEMPLATE, read_only=True, max_chars=LIMIT) as memory:
         message = memory.system_message(resource_id="u")

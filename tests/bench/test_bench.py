@@ -280,9 +280,9 @@ def test_async_section_on_memory_reports_overhead_throughput_and_lag(
 
     overhead = memory["async_overhead"]
     assert overhead["adapter"] == {
-        "class": "AsyncInMemoryStorage",
+        "class": "AsyncReferenceStorage",
         "native": True,
-        "what": "native AsyncInMemoryStorage",
+        "what": "native AsyncReferenceStorage",
     }
     assert list(overhead["operations"]) == list(OPERATIONS)
     for entry in overhead["operations"].values():

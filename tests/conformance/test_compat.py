@@ -283,3 +283,15 @@ def test_the_table_reads_a_report_through_the_report_type(tmp_path: Path) -> Non
     loaded = load_report(write(tmp_path, "report-postgres-17-py3.12.json", original.to_dict()))
     assert loaded.report == original
     assert (loaded.backend, loaded.version, loaded.python) == ("postgres", "17", "3.12")
+
+
+@pytest.mark.parametrize("spelling", [["conformance", "table"], ["compat"]], ids=["conformance table", "compat"])
+def test_workmem_conformance_table_writes_the_table_and_compat_is_its_former_name(
+    reports: Path, tmp_path: Path, spelling: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workmem.cli import main as workmem_main
+
+    out = tmp_path / "COMPAT.md"
+    assert workmem_main([*spelling, str(reports), "-o", str(out), "--title", "Backends"]) == 0
+    assert out.read_text().startswith("## Backends")
+    assert "workmem conformance table: wrote" in capsys.readouterr().err

@@ -18,7 +18,8 @@ def test_committed_table_is_regenerated_from_the_committed_reports(tmp_path: Pat
     subprocess.run(command, check=True, cwd=ROOT, capture_output=True)
     committed = (ROOT / "COMPATIBILITY.md").read_text(encoding="utf-8")
     assert out.read_text(encoding="utf-8") == committed, (
-        "COMPATIBILITY.md is stale: workmem compat ci/reports --expect mongodb --expect oracle -o COMPATIBILITY.md"
+        "COMPATIBILITY.md is stale: workmem conformance table ci/reports --expect mongodb --expect oracle "
+        "-o COMPATIBILITY.md"
     )
 
 

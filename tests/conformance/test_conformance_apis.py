@@ -22,7 +22,7 @@ import pytest
 from test_mutants import ShallowMerge, faces
 
 import workmem
-from workmem.adapters.reference import AsyncInMemoryStorage, InMemoryStorage
+from workmem.adapters.reference import AsyncReferenceStorage, ReferenceStorage
 from workmem.aio import ThreadedAsyncStorage
 from workmem.checks import ScopeTarget
 from workmem.cli import main
@@ -33,7 +33,7 @@ from workmem.conformance.table import REPORT_NAME, build_table, load_report, ren
 LOOP_THREAD = "workmem-conformance-loop"
 
 
-class Watched(AsyncInMemoryStorage):
+class Watched(AsyncReferenceStorage):
     """The honest async adapter, noting which thread runs each merge and how many are in flight at once."""
 
     seen: ClassVar[set[str]] = set()
@@ -66,7 +66,7 @@ def test_concurrent_checks_run_as_concurrent_tasks_on_one_loop_thread() -> None:
 def test_the_report_names_its_api_and_old_reports_read_as_sync() -> None:
     report = run("memory://", profile="quick", only=["owner_immutable"], api="async")
     data = report.to_dict()
-    assert data["api"] == "async" and data["adapter"] == "workmem.adapters.reference:AsyncInMemoryStorage"
+    assert data["api"] == "async" and data["adapter"] == "workmem.adapters.reference:AsyncReferenceStorage"
     assert Report.from_dict(json.loads(json.dumps(data))) == report
     assert report.format_table().endswith("profile quick, async API)")
     old = {k: v for k, v in data.items() if k != "api"}
@@ -139,7 +139,7 @@ def test_the_table_keeps_the_apis_apart_and_merges_what_agrees(tmp_path: Path) -
 def test_a_sync_adapter_on_worker_threads_runs_through_the_async_api() -> None:
     name = uuid.uuid4().hex
     only = ["owner_race", "no_lost_updates_thread", "stateful"]
-    report = run(lambda: ThreadedAsyncStorage(InMemoryStorage(name)), profile="quick", only=only, api="async")
+    report = run(lambda: ThreadedAsyncStorage(ReferenceStorage(name)), profile="quick", only=only, api="async")
     assert report.passed, report.format_failures()
-    assert report.adapter == "workmem.aio:ThreadedAsyncStorage[workmem.adapters.reference:InMemoryStorage]"
+    assert report.adapter == "workmem.aio:ThreadedAsyncStorage[workmem.adapters.reference:ReferenceStorage]"
     assert report.backend == "reference"

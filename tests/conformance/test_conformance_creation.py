@@ -7,14 +7,14 @@ import time
 import uuid
 
 from workmem import Thread, ThreadExistsError
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import PROFILES, run
 
-FAST = dataclasses.replace(PROFILES["ci"], shrink_seconds=2)
+FAST = dataclasses.replace(PROFILES["standard"], shrink_seconds=2)
 CHECKS = {"create_thread_insert_only", "create_thread_race"}
 
 
-class CheckThenAct(InMemoryStorage):
+class CheckThenAct(ReferenceStorage):
     """create_thread reads, pauses, then saves: what ``Memory.create_thread`` used to do."""
 
     def create_thread(self, thread: Thread) -> Thread:
@@ -24,14 +24,14 @@ class CheckThenAct(InMemoryStorage):
         return self.save_thread(thread)
 
 
-class Replacing(InMemoryStorage):
+class Replacing(ReferenceStorage):
     """create_thread replaces the same owner's thread (``save_thread``'s upsert)."""
 
     def create_thread(self, thread: Thread) -> Thread:
         return self.save_thread(thread)
 
 
-def _verdicts(cls: type[InMemoryStorage]) -> dict[str, str]:
+def _verdicts(cls: type[ReferenceStorage]) -> dict[str, str]:
     name = f"creation-{cls.__name__}-{uuid.uuid4().hex}"
     report = run(lambda: cls(name), profile=FAST, only=CHECKS)
     return {c.name: c.status for c in report.checks}
@@ -46,4 +46,4 @@ def test_replacing_create_fails_both() -> None:
 
 
 def test_reference_adapter_passes() -> None:
-    assert _verdicts(InMemoryStorage) == dict.fromkeys(CHECKS, "passed")
+    assert _verdicts(ReferenceStorage) == dict.fromkeys(CHECKS, "passed")

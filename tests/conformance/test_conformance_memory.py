@@ -18,7 +18,7 @@ from workmem.conformance import ConformanceTests, all_checks
 pytest_plugins = ["pytester"]
 
 CHECK_COUNT = len(all_checks())
-OPTIONAL = 2  # cross_process_atomic, persistence: capabilities InMemoryStorage does not declare
+OPTIONAL = 2  # cross_process_atomic, persistence: capabilities ReferenceStorage does not declare
 
 
 class TestMemoryConformance(ConformanceTests):
@@ -76,7 +76,7 @@ _ASYNC_FACTORY = """
 import uuid
 
 import pytest
-from workmem.adapters.reference import AsyncInMemoryStorage
+from workmem.adapters.reference import AsyncReferenceStorage
 from workmem.conformance import ConformanceTests
 
 class TestAsyncFactory(ConformanceTests):
@@ -85,7 +85,7 @@ class TestAsyncFactory(ConformanceTests):
     @pytest.fixture
     def workmem_target(self):
         name = uuid.uuid4().hex
-        return lambda: AsyncInMemoryStorage(name)
+        return lambda: AsyncReferenceStorage(name)
 """
 
 
@@ -162,7 +162,7 @@ import subprocess
 import sys
 
 import pytest
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import ConformanceTests
 
 class TestFactory(ConformanceTests):
@@ -171,7 +171,7 @@ class TestFactory(ConformanceTests):
     @pytest.fixture
     def workmem_target(self):
         name = uuid.uuid4().hex
-        return lambda: InMemoryStorage(name)
+        return lambda: ReferenceStorage(name)
 """
     )
     result = pytester.runpytest("-k", "owner or pagination")
@@ -231,10 +231,10 @@ import subprocess
 import sys
 
 import pytest
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import ConformanceTests
 
-class StripsNul(InMemoryStorage):
+class StripsNul(ReferenceStorage):
     def set_working_memory(self, content, **kw):
         super().set_working_memory(content.replace("\\x00", ""), **kw)
 

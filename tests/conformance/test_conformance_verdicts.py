@@ -61,7 +61,7 @@ def _factory(mutant: type[ReferenceHooks]) -> Any:
 
 
 def test_an_adapter_that_turns_integers_into_floats_fails_with_a_plain_message() -> None:
-    report = run(_factory(IntsBecomeFloats), profile="ci", only=["round_trip_json"])
+    report = run(_factory(IntsBecomeFloats), profile="standard", only=["round_trip_json"])
     (result,) = report.checks
     assert result.status == "failed"
     assert "the integer 1 came back as the float 1.0" in (result.reason or ""), result.reason
@@ -71,7 +71,7 @@ def test_an_adapter_that_turns_integers_into_floats_fails_with_a_plain_message()
 def test_timestamp_bugs_fail_the_same_way_every_run_never_flaky(mutant: type[ReferenceHooks]) -> None:
     # The state machine waits for the clock after each write, so these fail at the same step on every run and on
     # Hypothesis's replay; before, they failed only when the millisecond ticked and were often reported "Flaky".
-    quick_ci = dataclasses.replace(PROFILES["ci"], shrink_seconds=0, shrink_total_seconds=None)
+    quick_ci = dataclasses.replace(PROFILES["standard"], shrink_seconds=0, shrink_total_seconds=None)
     for _ in range(3):
         report = run(_factory(mutant), profile=quick_ci, only=["stateful", "timestamps"])
         for result in report.checks:
@@ -93,7 +93,7 @@ def test_a_failure_hypothesis_cannot_replay_is_still_reported_as_the_adapters() 
 
         prop()
 
-    result = _execute(Check("once", "fails once", once), Target("memory://"), PROFILES["ci"], None)
+    result = _execute(Check("once", "fails once", once), Target("memory://"), PROFILES["standard"], None)
     assert result.status == "failed"
     reason = result.reason or ""
     assert reason.startswith(FLAKY_NOTE), reason
@@ -101,7 +101,7 @@ def test_a_failure_hypothesis_cannot_replay_is_still_reported_as_the_adapters() 
 
 
 def test_ci_without_shrinking_leaves_out_the_shrink_phase() -> None:
-    ci = PROFILES["ci"]
+    ci = PROFILES["standard"]
     assert Phase.shrink in ci.settings().phases
     assert Phase.shrink not in dataclasses.replace(ci, shrink_seconds=0).settings().phases
     assert ci.shrink_seconds <= 5 and ci.shrink_total_seconds is not None and ci.shrink_total_seconds <= 20
@@ -109,7 +109,7 @@ def test_ci_without_shrinking_leaves_out_the_shrink_phase() -> None:
 
 def test_ci_shrinks_a_slow_to_shrink_failure_for_seconds_not_half_a_minute() -> None:
     # has_more off by one needs a long sequence of steps to show: the state machine used to shrink it for 30 s
-    report = run(_factory(OffByOnePages), profile="ci", only=["stateful"])
+    report = run(_factory(OffByOnePages), profile="standard", only=["stateful"])
     (result,) = report.checks
     assert result.status == "failed" and "has_more" in (result.reason or ""), result.reason
     assert result.duration_s < 20, f"the failing stateful check took {result.duration_s:.0f} s"
@@ -121,7 +121,7 @@ class FailsEverywhere(IntsBecomeFloats, OffByOnePages, UnstableTies, ReadMovesUp
 
 def test_ci_ends_within_a_minute_on_an_adapter_that_fails_most_checks() -> None:
     started = time.perf_counter()
-    report = run(_factory(FailsEverywhere), profile="ci")
+    report = run(_factory(FailsEverywhere), profile="standard")
     elapsed = time.perf_counter() - started
     failed = {c.name for c in report.checks if c.status == "failed"}
     assert {"stateful", "merge_patch_algebra", "round_trip_json", "pagination", "timestamps"} <= failed, failed

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import run
 from workmem.conformance.checks import CheckContext
 from workmem.conformance.history import SCRIBBLE, Call, Event, plan, record_calls
@@ -36,7 +36,7 @@ def _c(name: str, tag: str = "", **args: Any) -> Call:
 
 def _recorded(*calls: Call) -> list[Event]:
     """The calls run one after another on a fresh honest adapter, 1 ms apart on the clock of the history."""
-    events = record_calls(InMemoryStorage(), list(calls), "thread 1")
+    events = record_calls(ReferenceStorage(), list(calls), "thread 1")
     return [dataclasses.replace(e, start=i * MS, end=i * MS + MS // 2) for i, e in enumerate(events)]
 
 
@@ -46,7 +46,7 @@ def _timed(event: Event, start: float, end: float) -> Event:
 
 def test_a_sequential_history_of_the_honest_adapter_is_linearizable() -> None:
     calls = [c for w in plan("p-", seed=7, workers=1, calls=200) for c in w]
-    events = record_calls(InMemoryStorage(), calls, "thread 1")
+    events = record_calls(ReferenceStorage(), calls, "thread 1")
     assert history_failure(events, "p-", 1) is None
     ops = operations(events)
     assert all(is_linearizable(part) for part in (_number(p) for p in partitions(ops)))
@@ -140,7 +140,7 @@ def test_parts_are_each_resource_and_the_threads_with_their_owners_listings() ->
 
 def test_shrinking_keeps_a_failure_and_drops_what_it_does_not_need() -> None:
     calls = [c for w in plan("p-", seed=3, workers=1, calls=60) for c in w]
-    events = record_calls(InMemoryStorage(), calls, "thread 1")
+    events = record_calls(ReferenceStorage(), calls, "thread 1")
     events = [dataclasses.replace(e, start=i * MS, end=i * MS + MS // 2) for i, e in enumerate(events)]
     reads = [i for i, e in enumerate(events) if e.call["call"] == "get_thread" and e.outcome.get("thread")]
     broken = reads[-1]
@@ -154,7 +154,7 @@ def test_shrinking_keeps_a_failure_and_drops_what_it_does_not_need() -> None:
 
 
 def test_the_workers_scribble_on_what_they_got_back_and_passed_in() -> None:
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     events = record_calls(
         storage,
         [
@@ -197,5 +197,5 @@ def test_spawn_says_when_the_workers_were_told_to_go(tmp_path: Any) -> None:
 @pytest.mark.parametrize("api", ["sync", "async"])
 def test_the_check_passes_on_the_honest_adapter(api: str) -> None:
     name = uuid.uuid4().hex
-    report = run(f"memory://{name}", profile="ci", only=["linearizable"], api=api)  # type: ignore[arg-type]
+    report = run(f"memory://{name}", profile="standard", only=["linearizable"], api=api)  # type: ignore[arg-type]
     assert [c.status for c in report.checks] == ["passed"], report.checks

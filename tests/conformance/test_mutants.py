@@ -4,7 +4,7 @@ Every mutant is one definition: a mixin over :class:`ReferenceHooks` that
 changes the hooks where its rule lives (or, for a rule kept at the door by the
 shared flows, a public method written once as a coroutine and marked
 :func:`door`). :func:`faces` turns it into a sync class (mixin +
-``InMemoryStorage``) and an async one (mixin + ``AsyncInMemoryStorage``); both
+``ReferenceStorage``) and an async one (mixin + ``AsyncReferenceStorage``); both
 run through ``workmem.conformance.run`` (profile ``ci``, derandomized) and must
 be reported failed on the checks that guard that rule.
 """
@@ -32,7 +32,7 @@ import pytest
 
 import workmem
 from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, ThreadPage, flows
-from workmem.adapters.reference import AsyncInMemoryStorage, InMemoryStorage, ReferenceHooks
+from workmem.adapters.reference import AsyncReferenceStorage, ReferenceHooks, ReferenceStorage
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.conformance import PROFILES, Report, run
 from workmem.conformance.apis import APIS, Api
@@ -78,31 +78,31 @@ def door(method: F) -> F:
 
 def _sync_door(method: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
     @functools.wraps(method)
-    def public(self: InMemoryStorage, *args: Any, **kwargs: Any) -> Any:
+    def public(self: ReferenceStorage, *args: Any, **kwargs: Any) -> Any:
         return run_sync(method(self, *args, **kwargs))  # the reference hooks never suspend
 
     return public
 
 
-FACES: dict[type[ReferenceHooks], tuple[type[InMemoryStorage], type[AsyncInMemoryStorage]]] = {}
+FACES: dict[type[ReferenceHooks], tuple[type[ReferenceStorage], type[AsyncReferenceStorage]]] = {}
 
 
-def faces(mixin: type[ReferenceHooks]) -> tuple[type[InMemoryStorage], type[AsyncInMemoryStorage]]:
+def faces(mixin: type[ReferenceHooks]) -> tuple[type[ReferenceStorage], type[AsyncReferenceStorage]]:
     """The sync and the async class of one mutant (made once; importable from this module by name)."""
     if mixin not in FACES:
         doors = {name: f for name, f in vars(mixin).items() if getattr(f, "__workmem_door__", False)}
         common = {"__module__": __name__, "__doc__": mixin.__doc__}
-        async_face = type(f"{mixin.__name__}Async", (mixin, AsyncInMemoryStorage), dict(common))
+        async_face = type(f"{mixin.__name__}Async", (mixin, AsyncReferenceStorage), dict(common))
         sync_body = {**common, **{n: _sync_door(f) for n, f in doors.items()}}
         sync_body["async_adapter"] = f"{__name__}:{async_face.__name__}"  # connect_async opens the async face
-        sync_face = type(f"{mixin.__name__}Sync", (mixin, InMemoryStorage), sync_body)
+        sync_face = type(f"{mixin.__name__}Sync", (mixin, ReferenceStorage), sync_body)
         for cls in (sync_face, async_face):
             globals()[cls.__name__] = cls
         FACES[mixin] = (sync_face, async_face)
     return FACES[mixin]
 
 
-def face(mixin: type[ReferenceHooks], api: Api) -> type[InMemoryStorage] | type[AsyncInMemoryStorage]:
+def face(mixin: type[ReferenceHooks], api: Api) -> type[ReferenceStorage] | type[AsyncReferenceStorage]:
     sync_face, async_face = faces(mixin)
     return sync_face if api == "sync" else async_face
 
@@ -921,7 +921,7 @@ MUTANTS_B: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
 # -- end of issue 19, part B ------------------------------------------------------------------------------
 
 
-FAST_SHRINK = dataclasses.replace(PROFILES["ci"], shrink_seconds=0, shrink_total_seconds=None)
+FAST_SHRINK = dataclasses.replace(PROFILES["standard"], shrink_seconds=0, shrink_total_seconds=None)
 """The ci profile without shrinking: the same examples, so the same verdict, sooner (the test only needs that)."""
 
 
@@ -994,7 +994,7 @@ def test_kill_rate_every_mutant_is_killed(capsys: pytest.CaptureFixture[str], ap
 
 
 def test_failure_reason_carries_the_falsifying_example() -> None:
-    report = run(_factory(ShallowMerge, "sync"), profile="ci", only=["merge_patch_algebra"])  # type: ignore[arg-type]
+    report = run(_factory(ShallowMerge, "sync"), profile="standard", only=["merge_patch_algebra"])  # type: ignore[arg-type]
     (result,) = report.checks
     assert result.status == "failed" and result.reason is not None
     assert "Falsifying example" in result.reason or "Failing test case" in result.reason, result.reason
@@ -1005,30 +1005,30 @@ def test_failure_reason_carries_the_falsifying_example() -> None:
 def test_the_honest_adapter_passes_every_check(api: Api) -> None:
     name = uuid.uuid4().hex
     honest: Callable[[], object] = (
-        (lambda: InMemoryStorage(name)) if api == "sync" else lambda: AsyncInMemoryStorage(name)
+        (lambda: ReferenceStorage(name)) if api == "sync" else lambda: AsyncReferenceStorage(name)
     )
-    report = run(honest, profile="ci", api=api)  # type: ignore[arg-type]
+    report = run(honest, profile="standard", api=api)  # type: ignore[arg-type]
     problems = [(c.name, c.status, c.reason) for c in report.checks if c.status not in ("passed", "skipped")]
     assert not problems
     assert report.passed and report.api == api
     skipped = {c.name for c in report.checks if c.status == "skipped"}
-    assert skipped == {"cross_process_atomic", "persistence"}  # capabilities InMemoryStorage does not declare
+    assert skipped == {"cross_process_atomic", "persistence"}  # capabilities ReferenceStorage does not declare
     assert all(not c.required for c in report.checks if c.status == "skipped")
 
 
 def test_an_async_factory_may_be_a_coroutine_function_and_the_wrong_face_is_refused() -> None:
     name = uuid.uuid4().hex
 
-    async def opens() -> AsyncInMemoryStorage:
-        return AsyncInMemoryStorage(name)
+    async def opens() -> AsyncReferenceStorage:
+        return AsyncReferenceStorage(name)
 
     report = run(opens, profile="quick", only=["owner_immutable"], api="async")
     assert [c.status for c in report.checks] == ["passed"]
-    assert report.adapter == "workmem.adapters.reference:AsyncInMemoryStorage" and report.backend == "reference"
+    assert report.adapter == "workmem.adapters.reference:AsyncReferenceStorage" and report.backend == "reference"
     with pytest.raises(TypeError, match="not an AsyncMemoryStorage"):
-        run(lambda: InMemoryStorage(name), only=["owner_immutable"], api="async")
+        run(lambda: ReferenceStorage(name), only=["owner_immutable"], api="async")
     with pytest.raises(TypeError, match="api='async'"):
-        run(lambda: AsyncInMemoryStorage(name), only=["owner_immutable"])
+        run(lambda: AsyncReferenceStorage(name), only=["owner_immutable"])
     with pytest.raises(ValueError, match="api must be one of"):
         run("memory://", api="both")  # type: ignore[arg-type]
 
@@ -1101,7 +1101,7 @@ def test_reasons_are_masked_of_secrets(api: Api) -> None:
 def test_owner_error_is_the_contract_error() -> None:
     # guards the mutants themselves: the honest adapter raises where OwnerChanging does not, on both faces
     sync_face, async_face = faces(OwnerChanging)
-    honest, mutant = InMemoryStorage(), sync_face()
+    honest, mutant = ReferenceStorage(), sync_face()
     for storage in (honest, mutant):
         storage.save_thread(Thread("t", "a", created_at=utc_now()))
     with pytest.raises(ThreadOwnershipError):
@@ -1726,5 +1726,5 @@ def test_a_stateful_failure_shows_the_calls_on_the_ids_it_names() -> None:
 
 # Both faces of every mutant exist from the import on: a worker process imports this module to find one by name.
 for _mixin in [m for m in list(globals().values()) if isinstance(m, type) and issubclass(m, ReferenceHooks)]:
-    if _mixin.__module__ == __name__ and not issubclass(_mixin, InMemoryStorage | AsyncInMemoryStorage):
+    if _mixin.__module__ == __name__ and not issubclass(_mixin, ReferenceStorage | AsyncReferenceStorage):
         faces(_mixin)

@@ -1,4 +1,4 @@
-"""Contract tests shared by the SQL adapters, each compared with the reference ``InMemoryStorage``.
+"""Contract tests shared by the SQL adapters, each compared with the reference ``ReferenceStorage``.
 
 ``SqlContract`` is not collected itself (no ``Test`` prefix): ``test_libsql.py``
 and ``test_postgres.py`` subclass it and provide ``make_storage(**options)``,
@@ -27,7 +27,7 @@ from workmem import (
     ValidationError,
     WorkingMemoryFormatError,
 )
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 
 MakeStorage = Callable[..., MemoryStorage]
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
@@ -60,7 +60,7 @@ class Differ:
 
     def __init__(self, storage: MemoryStorage) -> None:
         self.storage = storage
-        self.reference = InMemoryStorage()
+        self.reference = ReferenceStorage()
 
     def __call__(self, call: Callable[[MemoryStorage], Any]) -> Any:
         outcomes = []

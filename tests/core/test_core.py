@@ -153,20 +153,20 @@ def test_unknown_scheme_lists_known_ones() -> None:
 def test_register_refuses_to_clobber() -> None:
     with pytest.raises(ValueError, match="already registered"):
         workmem.register("memory", "x:Y")
-    workmem.register("test-mem-alias", "workmem.adapters.reference:InMemoryStorage")
+    workmem.register("test-mem-alias", "workmem.adapters.reference:ReferenceStorage")
     with pytest.raises(ValueError):
-        workmem.register("test-mem-alias", "workmem.adapters.reference:InMemoryStorage")
-    assert type(workmem.connect("test-mem-alias://n")).__name__ == "InMemoryStorage"
+        workmem.register("test-mem-alias", "workmem.adapters.reference:ReferenceStorage")
+    assert type(workmem.connect("test-mem-alias://n")).__name__ == "ReferenceStorage"
 
 
 def test_register_refuses_a_scheme_no_url_can_have() -> None:
     """A scheme with a space, ':' or '/' (or not starting with a letter) could never be reached by connect()."""
     for scheme in ("has space", "my:db", "my/db", "1db", "-db", "db?", "mydb://"):
         with pytest.raises(workmem.ValidationError, match="scheme"):
-            workmem.register(scheme, "workmem.adapters.reference:InMemoryStorage")
+            workmem.register(scheme, "workmem.adapters.reference:ReferenceStorage")
         assert scheme.lower() not in workmem.known_schemes()
-    workmem.register("Test-Mem.Alias+2", "workmem.adapters.reference:InMemoryStorage", clobber=True)  # + - . too
-    assert type(workmem.connect("test-mem.alias+2://n")).__name__ == "InMemoryStorage"
+    workmem.register("Test-Mem.Alias+2", "workmem.adapters.reference:ReferenceStorage", clobber=True)  # + - . too
+    assert type(workmem.connect("test-mem.alias+2://n")).__name__ == "ReferenceStorage"
 
 
 def test_core_imports_no_driver() -> None:

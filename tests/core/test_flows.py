@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -12,18 +11,10 @@ from typing import Any, ClassVar
 import pytest
 
 import workmem
-from workmem import AsyncMemoryStorage, MemoryStorage, Resource, Thread, ThreadOwnershipError, ValidationError, flows
-from workmem.adapters.reference import AsyncInMemoryStorage, InMemoryStorage
+from workmem import MemoryStorage, Resource, Thread, ThreadOwnershipError, ValidationError, flows
+from workmem.adapters.reference import AsyncReferenceStorage, ReferenceStorage
 from workmem.aio import ThreadedAsyncStorage
 from workmem.flows import StorageHooks, SuspendedInSyncFlow, run_sync
-
-PUBLIC = sorted(
-    name
-    for name, member in vars(MemoryStorage).items()
-    if not name.startswith("_") and callable(member) and name not in ("from_url",)
-)
-
-ITERATORS = {"iter_resources", "iter_threads"}
 
 
 def test_run_sync_returns_what_a_coroutine_that_never_suspends_returns() -> None:
@@ -49,28 +40,6 @@ def test_run_sync_raises_what_the_coroutine_raises() -> None:
         run_sync(fails())
 
 
-def test_both_faces_have_the_same_public_methods_with_the_same_parameters() -> None:
-    assert (
-        sorted(
-            name
-            for name, member in vars(AsyncMemoryStorage).items()
-            if not name.startswith("_") and callable(member) and name != "open"
-        )
-        == PUBLIC
-    )
-    for name in PUBLIC:
-        sync, coro = getattr(MemoryStorage, name), getattr(AsyncMemoryStorage, name)
-        if name in ITERATORS:  # async iterators (``async for``), not coroutines
-            assert inspect.get_annotations(coro)["return"].startswith("AsyncIterator["), name
-            assert inspect.get_annotations(sync)["return"].startswith("Iterator["), name
-        else:
-            assert inspect.iscoroutinefunction(coro), name
-        assert not inspect.iscoroutinefunction(sync), name
-        assert inspect.signature(sync).parameters.keys() == inspect.signature(coro).parameters.keys(), name
-        for parameter in inspect.signature(sync).parameters.values():
-            assert inspect.signature(coro).parameters[parameter.name].default == parameter.default, (name, parameter)
-
-
 def test_every_hook_is_abstract_so_an_incomplete_adapter_fails_at_construction() -> None:
     class Incomplete(MemoryStorage):
         @classmethod
@@ -85,7 +54,7 @@ def test_every_hook_is_abstract_so_an_incomplete_adapter_fails_at_construction()
 def test_connect_async_opens_the_native_twin_and_shares_a_named_store_with_the_sync_api() -> None:
     async def main() -> None:
         async with await workmem.connect_async("memory://flows-twin") as storage:
-            assert isinstance(storage, AsyncInMemoryStorage)
+            assert isinstance(storage, AsyncReferenceStorage)
             await storage.save_thread(Thread("t", "alice"))
             with pytest.raises(ThreadOwnershipError):
                 await storage.save_thread(Thread("t", "mallory"))
@@ -97,7 +66,7 @@ def test_connect_async_opens_the_native_twin_and_shares_a_named_store_with_the_s
             )
             assert len(merged) == 20
         sync = workmem.connect("memory://flows-twin")
-        assert isinstance(sync, InMemoryStorage)
+        assert isinstance(sync, ReferenceStorage)
         memory = sync.get_working_memory(scope="thread", thread_id="t")
         assert memory is not None and len(workmem.apply_merge_patch({}, json.loads(memory))) == 20
 
@@ -107,7 +76,7 @@ def test_connect_async_opens_the_native_twin_and_shares_a_named_store_with_the_s
 def test_the_async_face_validates_at_the_door_before_any_hook_runs() -> None:
     calls: list[str] = []
 
-    class Spy(AsyncInMemoryStorage):
+    class Spy(AsyncReferenceStorage):
         async def _merge_working_memory(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
             calls.append("merge")
             return await super()._merge_working_memory(*args, **kwargs)
@@ -132,7 +101,7 @@ def test_the_async_face_validates_at_the_door_before_any_hook_runs() -> None:
     asyncio.run(main())
 
 
-class SyncOnly(InMemoryStorage):
+class SyncOnly(ReferenceStorage):
     """The reference adapter without its async twin: a sync-only third-party adapter."""
 
     async_adapter = None
@@ -164,17 +133,17 @@ T0 = datetime(2021, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
 
 @pytest.mark.parametrize("bad", [0, 10_001, -1, True, 2.0, "5", None])
 def test_page_sizes_are_checked_at_the_door_on_both_faces(bad: Any) -> None:
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     with pytest.raises(ValidationError, match="page_size"):
         storage.iter_threads(page_size=bad)  # before the first next(): the call itself refuses
     with pytest.raises(ValidationError, match="limit"):
         storage.thread_page(limit=bad)
     with pytest.raises(ValidationError, match="page_size"):
-        AsyncInMemoryStorage().iter_resources(page_size=bad)
+        AsyncReferenceStorage().iter_resources(page_size=bad)
 
 
 def test_bulk_inserts_refuse_what_is_no_record_and_after_must_be_text() -> None:
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     with pytest.raises(ValidationError):
         storage.insert_threads([Resource("r")])  # type: ignore[list-item]
     with pytest.raises(ValidationError):
@@ -187,7 +156,7 @@ def test_bulk_inserts_refuse_what_is_no_record_and_after_must_be_text() -> None:
 
 
 def test_a_repeated_id_in_one_call_is_inserted_once_and_reported_present() -> None:
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     present = storage.insert_threads([Thread("t", "alice", "first"), Thread("t", "bob", "second")])
     assert present == {"t"}
     stored = storage.get_thread("t")
@@ -197,7 +166,7 @@ def test_a_repeated_id_in_one_call_is_inserted_once_and_reported_present() -> No
 def test_a_long_stream_goes_in_batches_and_each_batch_is_one_hook_call() -> None:
     batches: list[int] = []
 
-    class Counting(InMemoryStorage):
+    class Counting(ReferenceStorage):
         async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
             batches.append(len(threads))
             return await super()._insert_threads(threads)
@@ -217,10 +186,10 @@ def _fill(storage: MemoryStorage) -> list[str]:
 
 def test_iteration_on_both_faces_and_the_threaded_face_agree() -> None:
     name = "flows-iter"
-    expected = _fill(InMemoryStorage(name))
+    expected = _fill(ReferenceStorage(name))
 
     async def main() -> None:
-        native = AsyncInMemoryStorage(name)
+        native = AsyncReferenceStorage(name)
         assert [t.id async for t in native.iter_threads(page_size=3)] == expected
         threaded = ThreadedAsyncStorage(SyncOnly(name))
         assert [t.id async for t in threaded.iter_threads(page_size=2)] == expected
@@ -232,14 +201,14 @@ def test_iteration_on_both_faces_and_the_threaded_face_agree() -> None:
         await threaded.close()
 
     asyncio.run(main())
-    sync = InMemoryStorage(name)
+    sync = ReferenceStorage(name)
     assert [t.id for t in sync.iter_threads(page_size=1)] == expected
     stored = sync.get_thread("a")
     assert stored is not None and (stored.resource_id, stored.title, stored.updated_at) == ("r", "new", T0)
 
 
 def test_a_sync_iterator_left_early_is_closed() -> None:
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     _fill(storage)
     iterator = storage.iter_threads(page_size=2)
     assert next(iterator).id == "B"
@@ -248,7 +217,7 @@ def test_a_sync_iterator_left_early_is_closed() -> None:
         next(iterator)
 
 
-class SlowOpening(InMemoryStorage):
+class SlowOpening(ReferenceStorage):
     """A sync-only adapter whose connect takes a while and records its closing."""
 
     async_adapter = None

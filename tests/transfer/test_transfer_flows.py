@@ -30,7 +30,7 @@ from test_transfer import T0, T1, expected_export, export_bytes, fill, marks, sa
 import workmem
 from workmem import BackendUnavailableError, Resource, Thread
 from workmem.adapters.postgres import parse_postgres_url
-from workmem.adapters.reference import AsyncInMemoryStorage, InMemoryStorage
+from workmem.adapters.reference import AsyncReferenceStorage, ReferenceStorage
 from workmem.transfer import engine, export_records, verify
 
 # -- copy_async: the same flow as copy ------------------------------------------------------------
@@ -65,7 +65,7 @@ def test_copy_async_copies_every_field_and_reruns_as_copy_does(src_backend: str,
 
 def test_copy_async_applies_the_conflict_and_overwrite_rules_of_copy() -> None:
     async def run() -> None:
-        src, dst = AsyncInMemoryStorage(), AsyncInMemoryStorage()
+        src, dst = AsyncReferenceStorage(), AsyncReferenceStorage()
         await src.insert_resources([Resource("r-a", "new", None, T0, T1), Resource("r-b", "same", None, T0, T0)])
         await src.insert_threads([Thread("t-mine", "r-a", "new title", None, T0, T1), Thread("t-taken", "r-a")])
         await dst.insert_resources([Resource("r-a", "old", None, T0, T0), Resource("r-b", "same", None, T0, T0)])
@@ -89,12 +89,12 @@ def test_copy_async_applies_the_conflict_and_overwrite_rules_of_copy() -> None:
 
 
 def test_each_api_refuses_the_other_apis_storage() -> None:
-    with InMemoryStorage() as sync_storage, pytest.raises(TypeError, match="copy_async"):
-        workmem.copy(AsyncInMemoryStorage(), sync_storage)  # type: ignore[arg-type]
+    with ReferenceStorage() as sync_storage, pytest.raises(TypeError, match="copy_async"):
+        workmem.copy(AsyncReferenceStorage(), sync_storage)  # type: ignore[arg-type]
 
     async def run() -> None:
         with pytest.raises(TypeError, match=r"workmem\.copy\b"):
-            await workmem.copy_async(InMemoryStorage(), AsyncInMemoryStorage())  # type: ignore[arg-type]
+            await workmem.copy_async(ReferenceStorage(), AsyncReferenceStorage())  # type: ignore[arg-type]
 
     asyncio.run(run())
 
@@ -124,7 +124,7 @@ class _Failing:
             self.running -= 1
 
 
-class FailingSync(InMemoryStorage):
+class FailingSync(ReferenceStorage):
     def __init__(self, probe: _Failing) -> None:
         super().__init__()
         self.probe = probe
@@ -140,7 +140,7 @@ class FailingSync(InMemoryStorage):
             self.probe.leave()
 
 
-class FailingAsync(AsyncInMemoryStorage):
+class FailingAsync(AsyncReferenceStorage):
     def __init__(self, probe: _Failing) -> None:
         super().__init__()
         self.probe = probe
@@ -162,14 +162,14 @@ def _threads(n: int) -> list[Thread]:
 
 def test_copy_writes_pages_at_once_and_a_failure_stops_it_with_nothing_left_running() -> None:
     fine = _Failing(fail_at=0)
-    with InMemoryStorage() as src, FailingSync(fine) as dst:
+    with ReferenceStorage() as src, FailingSync(fine) as dst:
         src.insert_threads(_threads(400))
         report = workmem.copy(src, dst, page_size=10)
         assert report.ok and report.counts["thread", "inserted"] == 400
         assert fine.most_running == engine.WRITES_IN_FLIGHT > 1  # pages really are written at once
         assert [t.id for t in dst.iter_threads()] == [t.id for t in _threads(400)]
     probe = _Failing(fail_at=6)
-    with InMemoryStorage() as src, FailingSync(probe) as dst:
+    with ReferenceStorage() as src, FailingSync(probe) as dst:
         src.insert_threads(_threads(400))
         with pytest.raises(BackendUnavailableError, match="went away"):
             workmem.copy(src, dst, page_size=10)
@@ -180,8 +180,8 @@ def test_copy_writes_pages_at_once_and_a_failure_stops_it_with_nothing_left_runn
 
 
 def test_copy_async_writes_pages_at_once_and_a_failure_cancels_the_rest() -> None:
-    async def run(probe: _Failing) -> tuple[AsyncInMemoryStorage, FailingAsync]:
-        src, dst = AsyncInMemoryStorage(), FailingAsync(probe)
+    async def run(probe: _Failing) -> tuple[AsyncReferenceStorage, FailingAsync]:
+        src, dst = AsyncReferenceStorage(), FailingAsync(probe)
         await src.insert_threads(_threads(400))
         try:
             await workmem.copy_async(src, dst, page_size=10)

@@ -14,7 +14,7 @@ from upstash_fixtures import Bridge, bridge, raw_client, upstash_prefix, upstash
 
 import workmem
 from workmem import Resource, Thread, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.adapters.upstash import UpstashStorage
 from workmem.adapters.upstash.connection import UpstashSettings
 from workmem.adapters.upstash.scripts import CAS_SET, Script
@@ -279,7 +279,7 @@ def _script(store: MemoryStorage) -> list[Any]:
 
 
 def test_behaves_like_the_reference_adapter(storage: UpstashStorage) -> None:
-    expected = _script(InMemoryStorage())
+    expected = _script(ReferenceStorage())
     assert _script(storage) == expected
     assert "ThreadOwnershipError" in expected and "WorkingMemoryFormatError" in expected
 
@@ -312,7 +312,7 @@ def test_stored_text_that_is_not_an_object_is_left_alone(storage: UpstashStorage
 @pytest.mark.parametrize("order_by", ["created_at", "updated_at"])
 @pytest.mark.parametrize("direction", ["asc", "desc"])
 def test_pages_never_overlap_or_skip(storage: UpstashStorage, order_by: str, direction: str) -> None:
-    reference = InMemoryStorage()
+    reference = ReferenceStorage()
     ids = [
         "a",
         "B",

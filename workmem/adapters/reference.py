@@ -6,33 +6,46 @@ store, so the conformance suite's multi-connection checks mean the same here.
 The store keeps records of its own: each comes in and goes out as a
 :func:`~workmem.records.private_copy`, as the contract asks of returned records.
 The hooks do no I/O, so one class body serves both APIs:
-:class:`InMemoryStorage` (sync) and :class:`AsyncInMemoryStorage`.
+:class:`ReferenceStorage` (sync) and :class:`AsyncReferenceStorage`. (Their former names,
+``InMemoryStorage`` and ``AsyncInMemoryStorage``, still import, with a :class:`DeprecationWarning`:
+one letter pair away from ``MemoryStorage``, they read as the contract itself.)
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
+import warnings
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import urlsplit
 
-from workmem.aio import AsyncMemoryStorage
-from workmem.changes import (
+from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
+from workmem.kit import (
+    AsyncMemoryStorage,
+    Capabilities,
+    ListQuery,
+    MemoryStorage,
+    RecordPage,
+    Resource,
+    ScopeTarget,
+    StorageHooks,
+    Thread,
+    ThreadPage,
+    Unset,
+    check_create,
+    check_owner,
     merge_document,
+    private_copy,
     replaced_thread,
+    thread_working_memory_to_merge,
     updated_resource,
     updated_thread,
     with_thread_memory,
 )
-from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
-from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
-from workmem.flows import Capabilities, StorageHooks
-from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset, private_copy
-from workmem.storage import MemoryStorage
 
-__all__ = ["AsyncInMemoryStorage", "InMemoryStorage", "ReferenceHooks"]
+__all__ = ["AsyncReferenceStorage", "ReferenceHooks", "ReferenceStorage"]
 
 
 R = TypeVar("R", Resource, Thread)
@@ -271,19 +284,30 @@ class ReferenceHooks(StorageHooks):
         self._closed = True  # the named store lives on for other connections to it
 
 
-class InMemoryStorage(ReferenceHooks, MemoryStorage):
+class ReferenceStorage(ReferenceHooks, MemoryStorage):
     """The reference adapter, sync: plain dicts behind a lock."""
 
-    async_adapter = "workmem.adapters.reference:AsyncInMemoryStorage"
+    async_adapter = "workmem.adapters.reference:AsyncReferenceStorage"
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         return cls(_name_of(url, options))
 
 
-class AsyncInMemoryStorage(ReferenceHooks, AsyncMemoryStorage):
+class AsyncReferenceStorage(ReferenceHooks, AsyncMemoryStorage):
     """The reference adapter, async: the same store (``memory://NAME`` is shared with the sync one)."""
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
         return cls(_name_of(url, options))
+
+
+_RENAMED = {"InMemoryStorage": ReferenceStorage, "AsyncInMemoryStorage": AsyncReferenceStorage}
+
+
+def __getattr__(name: str) -> Any:
+    renamed = _RENAMED.get(name)
+    if renamed is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{name} is renamed {renamed.__name__}", DeprecationWarning, stacklevel=2)
+    return renamed

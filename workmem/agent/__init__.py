@@ -5,7 +5,7 @@ gives an agent its working memory: threads, the stored memory in a Markdown
 template or a JSON schema, the ``updateWorkingMemory`` tool and the system
 message that shows the memory to the model. ``AsyncMemory`` is the same on an
 :class:`~workmem.aio.AsyncMemoryStorage`, as coroutines (one implementation:
-:mod:`workmem.agent.flows`).
+:mod:`workmem.agent.operations`).
 """
 
 from __future__ import annotations

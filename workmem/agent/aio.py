@@ -2,8 +2,8 @@
 
 The same settings, rules, results and errors as ``Memory`` (whose docstrings
 are normative for both): every method that touches storage awaits the same flow
-of :mod:`workmem.agent.flows` that ``Memory`` runs; what touches no storage
-(:meth:`~workmem.agent.flows.MemoryBase.tool_definition`, :attr:`mode`) is the
+of :mod:`workmem.agent.operations` that ``Memory`` runs; what touches no storage
+(:meth:`~workmem.agent.operations.MemoryBase.tool_definition`, :attr:`mode`) is the
 very same method::
 
     import workmem
@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from workmem.agent import flows
-from workmem.agent.flows import MemoryBase, StoragePort, ToolResult
+from workmem.agent import operations
 from workmem.agent.memory import Memory
+from workmem.agent.operations import MemoryBase, ToolResult
 from workmem.agent.schema import SchemaInput
 from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage
 from workmem.errors import ValidationError
@@ -119,10 +119,6 @@ class AsyncMemory(MemoryBase):
         view._owns_storage = False
         return view
 
-    @property
-    def _port(self) -> StoragePort:
-        return self.storage
-
     async def close(self) -> None:
         """Close the storage if :meth:`open` opened it. Idempotent."""
         if self._owns_storage:
@@ -147,11 +143,11 @@ class AsyncMemory(MemoryBase):
         metadata: Mapping[str, Any] | None = None,
     ) -> Thread:
         """See :meth:`Memory.create_thread <workmem.agent.Memory.create_thread>`."""
-        return await flows.create_thread(self, thread_id, resource_id, title, metadata)
+        return await operations.create_thread(self, thread_id, resource_id, title, metadata)
 
     async def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """See :meth:`Memory.get_thread <workmem.agent.Memory.get_thread>`."""
-        return await flows.get_thread(self, thread_id, resource_id)
+        return await operations.get_thread(self, thread_id, resource_id)
 
     async def update_thread(
         self,
@@ -162,11 +158,11 @@ class AsyncMemory(MemoryBase):
         resource_id: str | None = None,
     ) -> Thread:
         """See :meth:`Memory.update_thread <workmem.agent.Memory.update_thread>`."""
-        return await flows.update_thread(self, thread_id, title, metadata, resource_id)
+        return await operations.update_thread(self, thread_id, title, metadata, resource_id)
 
     async def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """See :meth:`Memory.delete_thread <workmem.agent.Memory.delete_thread>`."""
-        return await flows.delete_thread(self, thread_id, resource_id)
+        return await operations.delete_thread(self, thread_id, resource_id)
 
     async def list_threads(
         self,
@@ -178,19 +174,19 @@ class AsyncMemory(MemoryBase):
         direction: Direction = "desc",
     ) -> ThreadPage:
         """See :meth:`Memory.list_threads <workmem.agent.Memory.list_threads>`."""
-        return await flows.list_threads(self, resource_id, page, per_page, order_by, direction)
+        return await operations.list_threads(self, resource_id, page, per_page, order_by, direction)
 
     # -- working memory ------------------------------------------------------------
 
     async def get_working_memory(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str | None:
         """See :meth:`Memory.get_working_memory <workmem.agent.Memory.get_working_memory>`."""
-        return await flows.get_working_memory(self, thread_id, resource_id)
+        return await operations.get_working_memory(self, thread_id, resource_id)
 
     async def get_working_memory_data(
         self, *, thread_id: str | None = None, resource_id: str | None = None
     ) -> dict[str, Any]:
         """See :meth:`Memory.get_working_memory_data <workmem.agent.Memory.get_working_memory_data>`."""
-        return await flows.get_working_memory_data(self, thread_id, resource_id)
+        return await operations.get_working_memory_data(self, thread_id, resource_id)
 
     async def update_working_memory(
         self,
@@ -200,7 +196,7 @@ class AsyncMemory(MemoryBase):
         resource_id: str | None = None,
     ) -> None:
         """See :meth:`Memory.update_working_memory <workmem.agent.Memory.update_working_memory>`."""
-        await flows.update_working_memory(self, content, thread_id, resource_id)
+        await operations.update_working_memory(self, content, thread_id, resource_id)
 
     async def merge_working_memory(
         self,
@@ -210,7 +206,7 @@ class AsyncMemory(MemoryBase):
         resource_id: str | None = None,
     ) -> dict[str, Any]:
         """See :meth:`Memory.merge_working_memory <workmem.agent.Memory.merge_working_memory>`."""
-        return await flows.merge_working_memory(self, patch, thread_id, resource_id)
+        return await operations.merge_working_memory(self, patch, thread_id, resource_id)
 
     # -- what the model sees and does ----------------------------------------------------
 
@@ -218,11 +214,11 @@ class AsyncMemory(MemoryBase):
         self, arguments: str | Mapping[str, Any], *, thread_id: str | None = None, resource_id: str | None = None
     ) -> ToolResult:
         """See :meth:`Memory.call_tool <workmem.agent.Memory.call_tool>`."""
-        return await flows.call_tool(self, arguments, thread_id, resource_id)
+        return await operations.call_tool(self, arguments, thread_id, resource_id)
 
     async def system_message(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str:
         """See :meth:`Memory.system_message <workmem.agent.Memory.system_message>`."""
-        return await flows.system_message(self, thread_id, resource_id)
+        return await operations.system_message(self, thread_id, resource_id)
 
     async def process_input(
         self,
@@ -232,7 +228,7 @@ class AsyncMemory(MemoryBase):
         resource_id: str | None = None,
     ) -> list[Mapping[str, Any]]:
         """See :meth:`Memory.process_input <workmem.agent.Memory.process_input>`."""
-        return await flows.process_input(self, messages, thread_id, resource_id)
+        return await operations.process_input(self, messages, thread_id, resource_id)
 
 
 def _not_async_storage(storage: object) -> str:

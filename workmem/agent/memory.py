@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from workmem.agent import flows
-from workmem.agent.flows import BlockingPort, MemoryBase, StoragePort, ToolResult
+from workmem._drive import run_sync
+from workmem.agent import operations
+from workmem.agent.operations import MemoryBase, ToolResult
 from workmem.agent.schema import SchemaInput
 from workmem.errors import ValidationError
-from workmem.flows import run_sync
 from workmem.masking import Secret, forgets_locals
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
@@ -100,10 +100,6 @@ class Memory(MemoryBase):
                 f"storage must be a MemoryStorage, a URL string or a path, not {type(storage).__name__}"
             )
 
-    @property
-    def _port(self) -> StoragePort:
-        return BlockingPort(self.storage)
-
     def close(self) -> None:
         """Close the storage if this ``Memory`` opened it from a URL. Idempotent."""
         if self._owns_storage:
@@ -137,11 +133,11 @@ class Memory(MemoryBase):
         one succeeds. To reuse a thread that may exist, call :meth:`get_thread`
         first, or catch :class:`ThreadExistsError`.
         """
-        return run_sync(flows.create_thread(self, thread_id, resource_id, title, metadata))
+        return run_sync(operations.create_thread(self, thread_id, resource_id, title, metadata))
 
     def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
         """The thread or ``None``; a ``resource_id`` that does not own it raises :class:`ThreadOwnershipError`."""
-        return run_sync(flows.get_thread(self, thread_id, resource_id))
+        return run_sync(operations.get_thread(self, thread_id, resource_id))
 
     def update_thread(
         self,
@@ -157,11 +153,11 @@ class Memory(MemoryBase):
         Raises :class:`ThreadNotFoundError` for a missing thread and
         :class:`ThreadOwnershipError` when ``resource_id`` is not its owner.
         """
-        return run_sync(flows.update_thread(self, thread_id, title, metadata, resource_id))
+        return run_sync(operations.update_thread(self, thread_id, title, metadata, resource_id))
 
     def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
         """Delete the thread; ``True`` if it existed. A non-owner ``resource_id`` raises, deleting nothing."""
-        return run_sync(flows.delete_thread(self, thread_id, resource_id))
+        return run_sync(operations.delete_thread(self, thread_id, resource_id))
 
     def list_threads(
         self,
@@ -173,7 +169,7 @@ class Memory(MemoryBase):
         direction: Direction = "desc",
     ) -> ThreadPage:
         """One page of the resource's threads (as :meth:`MemoryStorage.list_threads`)."""
-        return run_sync(flows.list_threads(self, resource_id, page, per_page, order_by, direction))
+        return run_sync(operations.list_threads(self, resource_id, page, per_page, order_by, direction))
 
     # -- working memory ------------------------------------------------------------
 
@@ -190,13 +186,13 @@ class Memory(MemoryBase):
         (the memory of a new conversation is empty; a read-only memory cannot create
         its thread), in the other reads too; nothing is created.
         """
-        return run_sync(flows.get_working_memory(self, thread_id, resource_id))
+        return run_sync(operations.get_working_memory(self, thread_id, resource_id))
 
     def get_working_memory_data(
         self, *, thread_id: str | None = None, resource_id: str | None = None
     ) -> dict[str, Any]:
         """Schema mode: the stored memory as a dict (``{}`` when none is stored)."""
-        return run_sync(flows.get_working_memory_data(self, thread_id, resource_id))
+        return run_sync(operations.get_working_memory_data(self, thread_id, resource_id))
 
     def update_working_memory(
         self,
@@ -213,7 +209,7 @@ class Memory(MemoryBase):
         :class:`~workmem.errors.WorkingMemoryTooLargeError`, writing nothing
         (decided by the storage in the write's atomic step).
         """
-        run_sync(flows.update_working_memory(self, content, thread_id, resource_id))
+        run_sync(operations.update_working_memory(self, content, thread_id, resource_id))
 
     def merge_working_memory(
         self,
@@ -235,7 +231,7 @@ class Memory(MemoryBase):
         result inside its atomic merge, so concurrent merges cannot pass it
         together (:class:`~workmem.errors.WorkingMemoryTooLargeError`, nothing written).
         """
-        return run_sync(flows.merge_working_memory(self, patch, thread_id, resource_id))
+        return run_sync(operations.merge_working_memory(self, patch, thread_id, resource_id))
 
     # -- what the model sees and does ----------------------------------------------------
 
@@ -260,7 +256,7 @@ class Memory(MemoryBase):
         in read-only mode, :class:`ValidationError` for missing or invalid ids,
         :class:`ThreadNotFoundError`, :class:`ThreadOwnershipError`, and storage errors.
         """
-        return run_sync(flows.call_tool(self, arguments, thread_id, resource_id))
+        return run_sync(operations.call_tool(self, arguments, thread_id, resource_id))
 
     def system_message(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str:
         """The system message for the model: instructions, the template or schema, and the current data.
@@ -270,7 +266,7 @@ class Memory(MemoryBase):
         mode as JSON's ``\\u0026``, ``\\u003c``, ``\\u003e``), and marked as data
         rather than instructions. Read-only mode renders only the data, as context.
         """
-        return run_sync(flows.system_message(self, thread_id, resource_id))
+        return run_sync(operations.system_message(self, thread_id, resource_id))
 
     def process_input(
         self,
@@ -288,4 +284,4 @@ class Memory(MemoryBase):
         by its content, see :func:`~workmem.agent.prompt.is_memory_message`).
         ``messages`` itself is not changed.
         """
-        return run_sync(flows.process_input(self, messages, thread_id, resource_id))
+        return run_sync(operations.process_input(self, messages, thread_id, resource_id))

@@ -2,7 +2,7 @@
 
 Run it against any adapter, three ways, all on the same checks:
 
-* ``workmem.conformance.run(url_or_factory, profile="ci") -> Report``;
+* ``workmem.conformance.run(url_or_factory, profile="standard") -> Report``;
 * ``workmem conformance URL [--profile quick|ci|thorough] [--json FILE]``;
 * pytest: ``pytest --workmem-url URL``, or subclass :class:`ConformanceTests`
   and override the ``workmem_target`` fixture.

@@ -105,7 +105,9 @@ def no_aliasing(ctx: CheckContext) -> None:
     # The pages from just before this prefix: ids compare by code point, so they start with these records
     # (iter_threads and iter_resources read the same pages).
     after(
-        "the records thread_page and resource_page returned", one.thread_page(p, limit=1), one.resource_page(p, limit=1)
+        "the records threads_after and resources_after returned",
+        one.threads_after(p, limit=1),
+        one.resources_after(p, limit=1),
     )
 
     inserted_resource = Resource(other_rid, None, _nested("inserted"))
@@ -116,8 +118,8 @@ def no_aliasing(ctx: CheckContext) -> None:
     scribble(inserted_thread.metadata)
     replaced = Thread(tid, rid, "replaced", _nested("replaced") | {WORKING_MEMORY_KEY: json.dumps(want.thread_memory)})
     want.thread_metadata = _nested("replaced")
-    one.replace_thread(replaced)
-    after("the records passed to insert_resources, insert_threads and replace_thread", replaced.metadata)
+    one.restore_thread(replaced)
+    after("the records passed to insert_resources, insert_threads and restore_thread", replaced.metadata)
     for conn in (one, two):
         for got, expected, what in (
             (conn.get_resource(other_rid), _nested("inserted"), "insert_resources"),

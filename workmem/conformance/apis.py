@@ -15,21 +15,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import Future
-from datetime import datetime
 from typing import Any, Self, TypeVar
 
 from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage
-from workmem.checks import ListQuery, ScopeTarget
-from workmem.flows import StorageHooks
-from workmem.records import UNSET, Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
+from workmem.hooks import ForwardingHooks, StorageHooks
+from workmem.operations import OPERATIONS
+from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
 from .report import APIS, Api
 
 __all__ = [
     "APIS",
+    "FORWARDED",
     "Api",
     "AsyncStorageView",
     "EventLoopThread",
@@ -87,12 +87,14 @@ class EventLoopThread:
             self._thread.join(timeout=60)
 
 
-class AsyncStorageView(MemoryStorage):
+class AsyncStorageView(ForwardingHooks, MemoryStorage):
     """An async storage seen through the sync API: each method awaits its async twin on the loop thread.
 
     The checks call it from any thread; the async storage only ever runs on
-    the loop. Its hooks forward the async storage's hooks the same way, so the
-    view is a complete :class:`MemoryStorage` (the public methods never use them).
+    the loop. Each public method of :data:`FORWARDED` runs the async storage's
+    method of the same name there, with the same arguments; the hooks are
+    forwarded the same way (:class:`~workmem.hooks.ForwardingHooks`), so the view
+    is a complete :class:`MemoryStorage` (the public methods never use them).
     """
 
     def __init__(self, storage: AsyncMemoryStorage, loop: EventLoopThread) -> None:
@@ -107,102 +109,6 @@ class AsyncStorageView(MemoryStorage):
 
     def __repr__(self) -> str:
         return f"AsyncStorageView({self.storage!r})"
-
-    # -- the public API: the async storage's own methods -------------------------------
-
-    def get_resource(self, resource_id: str) -> Resource | None:
-        return self.loop.run(self.storage.get_resource(resource_id))
-
-    def save_resource(self, resource: Resource) -> Resource:
-        return self.loop.run(self.storage.save_resource(resource))
-
-    def update_resource(
-        self,
-        resource_id: str,
-        *,
-        working_memory: str | Unset | None = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
-        max_chars: int | None = None,
-    ) -> Resource:
-        return self.loop.run(
-            self.storage.update_resource(
-                resource_id, working_memory=working_memory, metadata=metadata, max_chars=max_chars
-            )
-        )
-
-    def get_thread(self, thread_id: str, *, resource_id: str | None = None) -> Thread | None:
-        return self.loop.run(self.storage.get_thread(thread_id, resource_id=resource_id))
-
-    def create_thread(self, thread: Thread) -> Thread:
-        return self.loop.run(self.storage.create_thread(thread))
-
-    def save_thread(self, thread: Thread) -> Thread:
-        return self.loop.run(self.storage.save_thread(thread))
-
-    def update_thread(
-        self,
-        thread_id: str,
-        *,
-        title: str | Unset = UNSET,
-        metadata: Mapping[str, Any] | Unset | None = UNSET,
-        resource_id: str | None = None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        update = self.storage.update_thread(
-            thread_id, title=title, metadata=metadata, resource_id=resource_id, max_chars=max_chars
-        )
-        return self.loop.run(update)
-
-    def delete_thread(self, thread_id: str, *, resource_id: str | None = None) -> bool:
-        return self.loop.run(self.storage.delete_thread(thread_id, resource_id=resource_id))
-
-    def list_threads(
-        self,
-        resource_id: str,
-        *,
-        page: int = 0,
-        per_page: int | None = 100,
-        order_by: OrderBy = "created_at",
-        direction: Direction = "desc",
-    ) -> ThreadPage:
-        listing = self.storage.list_threads(
-            resource_id, page=page, per_page=per_page, order_by=order_by, direction=direction
-        )
-        return self.loop.run(listing)
-
-    def get_working_memory(
-        self, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
-    ) -> str | None:
-        return self.loop.run(self.storage.get_working_memory(scope=scope, resource_id=resource_id, thread_id=thread_id))
-
-    def set_working_memory(
-        self,
-        content: str,
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-        max_chars: int | None = None,
-    ) -> None:
-        self.loop.run(
-            self.storage.set_working_memory(
-                content, scope=scope, resource_id=resource_id, thread_id=thread_id, max_chars=max_chars
-            )
-        )
-
-    def merge_working_memory(
-        self,
-        patch: Mapping[str, Any],
-        *,
-        scope: Scope,
-        resource_id: str | None = None,
-        thread_id: str | None = None,
-        max_chars: int | None = None,
-    ) -> dict[str, Any]:
-        merge = self.storage.merge_working_memory(
-            patch, scope=scope, resource_id=resource_id, thread_id=thread_id, max_chars=max_chars
-        )
-        return self.loop.run(merge)
 
     def iter_resources(self, *, page_size: int = 500) -> Iterator[Resource]:
         return self._iterate(self.storage.iter_resources(page_size=page_size))
@@ -222,97 +128,25 @@ class AsyncStorageView(MemoryStorage):
         finally:
             self.loop.run(_close_iterator(iterator))
 
-    def resource_page(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Resource]:
-        return self.loop.run(self.storage.resource_page(after, limit=limit))
+    async def _forward(self, hook: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.loop.run(getattr(self.storage, hook)(*args, **kwargs))
 
-    def thread_page(self, after: str | None = None, *, limit: int = 500) -> RecordPage[Thread]:
-        return self.loop.run(self.storage.thread_page(after, limit=limit))
 
-    def insert_resources(self, resources: Iterable[Resource]) -> frozenset[str]:
-        return self.loop.run(self.storage.insert_resources(resources))
+FORWARDED: tuple[str, ...] = (*(name for name in OPERATIONS if not name.startswith("iter_")), "close")
+"""The public methods :class:`AsyncStorageView` runs as the async storage's coroutine of the same name."""
 
-    def insert_threads(self, threads: Iterable[Thread]) -> frozenset[str]:
-        return self.loop.run(self.storage.insert_threads(threads))
 
-    def replace_thread(self, thread: Thread) -> bool:
-        return self.loop.run(self.storage.replace_thread(thread))
+def _awaited_on_loop(name: str) -> Any:
+    def method(self: AsyncStorageView, *args: Any, **kwargs: Any) -> Any:
+        return self.loop.run(getattr(self.storage, name)(*args, **kwargs))
 
-    def close(self) -> None:
-        self.loop.run(self.storage.close())
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``await storage.{name}(...)`` on the loop thread (see :meth:`MemoryStorage.{name}`)."
+    return method
 
-    # -- the hooks, forwarded (a complete MemoryStorage; the methods above do not use them) ----
 
-    def _forward(self, hook: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run(hook)
-
-    async def _get_resource(self, resource_id: str) -> Resource | None:
-        return self._forward(self.storage._get_resource(resource_id))
-
-    async def _save_resource(self, resource: Resource) -> Resource:
-        return self._forward(self.storage._save_resource(resource))
-
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        update = self.storage._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
-        return self._forward(update)
-
-    async def _get_thread(self, thread_id: str) -> Thread | None:
-        return self._forward(self.storage._get_thread(thread_id))
-
-    async def _create_thread(self, thread: Thread) -> Thread:
-        return self._forward(self.storage._create_thread(thread))
-
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
-        return self._forward(self.storage._save_thread(thread, now))
-
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        update = self.storage._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
-        return self._forward(update)
-
-    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
-        return self._forward(self.storage._delete_thread(thread_id, owner=owner))
-
-    async def _list_threads(self, query: ListQuery) -> ThreadPage:
-        return self._forward(self.storage._list_threads(query))
-
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
-        return self._forward(self.storage._merge_working_memory(target, patch, now, max_chars=max_chars))
-
-    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
-        return self._forward(self.storage._resource_page(after, limit))
-
-    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
-        return self._forward(self.storage._thread_page(after, limit))
-
-    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
-        return self._forward(self.storage._insert_resources(resources))
-
-    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
-        return self._forward(self.storage._insert_threads(threads))
-
-    async def _replace_thread(self, thread: Thread) -> bool:
-        return self._forward(self.storage._replace_thread(thread))
-
-    async def _close(self) -> None:
-        self._forward(self.storage._close())
+for _name in FORWARDED:
+    setattr(AsyncStorageView, _name, _awaited_on_loop(_name))
 
 
 async def _next(iterator: AsyncIterator[T]) -> T:

@@ -6,7 +6,7 @@ page boundaries and while other connections insert and delete: a record present
 throughout appears exactly once, none appears twice. Bulk inserts leave every
 present record as it was (and report its id), never move a thread to another
 owner, store timestamps exactly as given, and insert the absent records of a
-mixed batch. ``replace_thread`` replaces only the same owner's thread.
+mixed batch. ``restore_thread`` restores only the same owner's thread.
 """
 
 from __future__ import annotations
@@ -66,18 +66,18 @@ def iteration_every_record_once(ctx: CheckContext) -> None:
     seen: list[str] = []
     after: str | None = None
     for _ in range(len(expected) + 2 * PAGE + 10_000):
-        page = s.thread_page(after, limit=PAGE)
+        page = s.threads_after(after, limit=PAGE)
         ids = [t.id for t in page.records] + list(page.unreadable)
-        assert len(ids) <= PAGE, f"thread_page(limit={PAGE}) returned {len(ids)} records"
-        assert after is None or all(i > after for i in ids), f"thread_page({after!r}) returned ids not after it"
+        assert len(ids) <= PAGE, f"threads_after(limit={PAGE}) returned {len(ids)} records"
+        assert after is None or all(i > after for i in ids), f"threads_after({after!r}) returned ids not after it"
         seen += [t.id for t in page.records]
         if page.next_after is None:
             break
         assert page.next_after == max(ids), f"next_after {page.next_after!r} is not the page's last id"
         after = page.next_after
-    assert [i for i in seen if i.startswith(p)] == expected, "thread_page, page by page, missed or repeated threads"
-    tail = s.resource_page(expected[-1], limit=PAGE)
-    assert not [r.id for r in tail.records if r.id.startswith(p)], "resource_page(last id) returned the last again"
+    assert [i for i in seen if i.startswith(p)] == expected, "threads_after, page by page, missed or repeated threads"
+    tail = s.resources_after(expected[-1], limit=PAGE)
+    assert not [r.id for r in tail.records if r.id.startswith(p)], "resources_after(last id) returned the last again"
 
 
 @check(
@@ -232,13 +232,13 @@ def replace_thread_refuses_others(ctx: CheckContext) -> None:
     s, p = ctx.storage, ctx.prefix()
     original = Thread(p + "t", p + "alice", "original", {"workingMemory": "# a"}, T0, T0 + timedelta(hours=1))
     s.create_thread(original)
-    assert s.replace_thread(Thread(p + "t", p + "mallory", "taken", None, T0, T0)) is False
-    assert s.get_thread(p + "t") == original, "replace_thread with another owner changed the thread"
-    assert s.replace_thread(Thread(p + "nothing", p + "alice")) is False
-    assert s.get_thread(p + "nothing") is None, "replace_thread created a thread"
+    assert s.restore_thread(Thread(p + "t", p + "mallory", "taken", None, T0, T0)) is False
+    assert s.get_thread(p + "t") == original, "restore_thread with another owner changed the thread"
+    assert s.restore_thread(Thread(p + "nothing", p + "alice")) is False
+    assert s.get_thread(p + "nothing") is None, "restore_thread created a thread"
     replacement = Thread(p + "t", p + "alice", "", {"n": 2}, T0 - timedelta(days=9), T0 - timedelta(days=8))
-    assert s.replace_thread(replacement) is True
-    assert s.get_thread(p + "t") == replacement, "replace_thread did not store every field as given"
+    assert s.restore_thread(replacement) is True
+    assert s.get_thread(p + "t") == replacement, "restore_thread did not store every field as given"
     assert s.get_working_memory(scope="thread", thread_id=p + "t") is None
     assert s.list_threads(p + "alice").total == 1 and s.list_threads(p + "mallory").total == 0
 

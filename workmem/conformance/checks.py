@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from workmem.errors import MissingDriverError
-from workmem.storage import Capabilities, MemoryStorage
+from workmem.hooks import Capabilities
+from workmem.storage import MemoryStorage
 
 from .profiles import Profile
 from .target import Target

@@ -1,9 +1,10 @@
-"""How hard the conformance suite tries: the ``quick``, ``ci`` and ``thorough`` profiles.
+"""How hard the conformance suite tries: the ``quick``, ``standard`` and ``thorough`` profiles.
 
 A profile sets the Hypothesis example and step counts, how many rounds the
 concurrency checks race, how many calls the linearizability check's workers
-make and how long failures are shrunk. ``ci`` is derandomized so a CI run is reproducible and
-sized so the whole suite stays under a minute against an in-process backend.
+make and how long failures are shrunk. ``standard`` (the default; CI runs it) is derandomized so a
+run is reproducible and sized so the whole suite stays under a minute against an in-process backend.
+``ci`` is its former name, still accepted (:data:`ALIASES`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hypothesis import settings
 
-__all__ = ["PROFILES", "Profile", "get_profile", "shrink_budget"]
+__all__ = ["ALIASES", "DEFAULT_PROFILE", "PROFILES", "Profile", "get_profile", "shrink_budget"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,7 @@ class Profile:
     """Sizes for one run of the suite."""
 
     name: str
-    """``quick``, ``ci`` or ``thorough``."""
+    """``quick``, ``standard`` or ``thorough``."""
     max_examples: int
     """Hypothesis examples per property check."""
     stateful_examples: int
@@ -75,8 +76,8 @@ PROFILES: dict[str, Profile] = {
         history_calls=40,
         history_seconds=1,
     ),
-    "ci": Profile(
-        "ci",
+    "standard": Profile(
+        "standard",
         25,
         40,
         30,
@@ -93,7 +94,7 @@ PROFILES: dict[str, Profile] = {
 }
 """name -> profile; the positional numbers are max_examples, stateful_examples, stateful_steps.
 
-``ci`` shrinks each failure for at most 5 s and a whole run for about 20 s, so
+``standard`` shrinks each failure for at most 5 s and a whole run for about 20 s, so
 that a run against a failing adapter still ends within a minute; ``thorough``
 shrinks each failure for up to two minutes.
 """
@@ -128,11 +129,17 @@ def shrink_budget(seconds: int) -> Iterator[None]:
         engine.MAX_SHRINKING_SECONDS = saved
 
 
+DEFAULT_PROFILE = "standard"
+"""The profile a run uses when none is named."""
+ALIASES: dict[str, str] = {"ci": "standard"}
+"""Former profile names, still accepted: ``ci`` named a place, not a size."""
+
+
 def get_profile(name: str | Profile) -> Profile:
-    """The profile called ``name``; ``ValueError`` naming the choices otherwise."""
+    """The profile called ``name`` (or a former name of it, :data:`ALIASES`); ``ValueError`` naming the choices."""
     if isinstance(name, Profile):
         return name
     try:
-        return PROFILES[name]
+        return PROFILES[ALIASES.get(name, name)]
     except KeyError:
         raise ValueError(f"unknown profile {name!r}; choose one of {', '.join(PROFILES)}") from None

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from .profiles import DEFAULT_PROFILE
 from .suite import API_ENV, STATUS_PROPERTY, URL_ENV, configured_api, configured_url
 from .target import masked
 
@@ -50,8 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--workmem-profile",
         dest="workmem_profile",
         default=None,
-        choices=["quick", "ci", "thorough"],
-        help="conformance profile: quick, ci (default) or thorough",
+        choices=["quick", "standard", "thorough", "ci"],
+        help="conformance profile: quick, standard (default) or thorough (ci: the former name of standard)",
     )
     group.addoption(
         "--workmem-api",
@@ -81,7 +82,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             return None
         return f"workmem conformance suite: {api} API (from {'--workmem-api' if option else API_ENV})"
     source = "--workmem-url" if config.getoption("workmem_url") else URL_ENV
-    profile = config.getoption("workmem_profile") or "ci"
+    profile = config.getoption("workmem_profile") or DEFAULT_PROFILE
     return f"workmem conformance suite: {masked(url)} (from {source}), profile {profile}, {api} API"
 
 
@@ -94,7 +95,11 @@ def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, item
             continue
         where = item.nodeid.rsplit("::", 1)[0]
         if where not in lines:
-            profile = getattr(cls, "workmem_profile", None) or config.getoption("workmem_profile", default=None) or "ci"
+            profile = (
+                getattr(cls, "workmem_profile", None)
+                or config.getoption("workmem_profile", default=None)
+                or DEFAULT_PROFILE
+            )
             api = getattr(cls, "workmem_api", None) or configured_api(config)
             lines[where] = f"workmem conformance: {where}, profile {profile}, {api} API"
     return list(lines.values())

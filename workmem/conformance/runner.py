@@ -14,7 +14,7 @@ from workmem.timestamps import to_iso
 
 from .apis import Api, adapter_module, adapter_name, check_api
 from .checks import Check, CheckContext, CheckSkipped, all_checks, get_check
-from .profiles import Profile, get_profile, shrink_budget
+from .profiles import DEFAULT_PROFILE, Profile, get_profile, shrink_budget
 from .report import CheckResult, Report, Status
 from .target import Target, TargetLike
 
@@ -132,7 +132,7 @@ def run_check(
     check: Check | str,
     target: TargetLike,
     *,
-    profile: str | Profile = "ci",
+    profile: str | Profile = DEFAULT_PROFILE,
     xfail: str | None = None,
     api: Api = "sync",
 ) -> CheckResult:
@@ -145,7 +145,7 @@ def run_check(
 def run(
     target: TargetLike,
     *,
-    profile: str | Profile = "ci",
+    profile: str | Profile = DEFAULT_PROFILE,
     xfail: Mapping[str, str] | None = None,
     only: Iterable[str] | None = None,
     progress: Progress | None = None,

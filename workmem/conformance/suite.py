@@ -27,6 +27,7 @@ import pytest
 
 from .apis import Api, check_api
 from .checks import Check, all_checks
+from .profiles import DEFAULT_PROFILE
 from .runner import run_check
 from .target import TargetLike
 
@@ -66,7 +67,7 @@ STATUS_PROPERTY = "workmem_status"
 def _make_test(check: Check) -> Callable[..., None]:
     def test(self: ConformanceTests, workmem_target: TargetLike, request: pytest.FixtureRequest) -> None:
         cls = type(self)
-        profile = cls.workmem_profile or request.config.getoption("workmem_profile", default=None) or "ci"
+        profile = cls.workmem_profile or request.config.getoption("workmem_profile", default=None) or DEFAULT_PROFILE
         api = cls.workmem_api or configured_api(request.config)
         result = run_check(check, workmem_target, profile=profile, xfail=cls.xfail.get(check.name), api=api)
         request.node.user_properties.append((STATUS_PROPERTY, result.status))  # the plugin shows the last two

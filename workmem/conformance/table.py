@@ -7,8 +7,8 @@ through the async API); the version and Python are read from that name when it h
 shape, the backend and the API always from the report itself (a report from before the
 ``api`` field ran the sync API)::
 
-    workmem compat reports/*.json -o COMPATIBILITY.md
-    workmem compat reports/ --expect libsql --expect postgres
+    workmem conformance table reports/*.json -o COMPATIBILITY.md
+    workmem conformance table reports/ --expect libsql --expect postgres
 
 A directory argument stands for the ``*.json`` files in and below it
 (``gh run download`` puts each artifact in its own folder). Columns are one per
@@ -345,7 +345,7 @@ def render_markdown(table: Table, *, title: str = "Compatibility") -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``compat`` options to ``parser`` (``workmem compat``, ``python -m workmem.conformance.table``)."""
+    """The table options on ``parser`` (``workmem conformance table``, ``python -m workmem.conformance.table``)."""
     parser.add_argument("reports", nargs="*", help="JSON report files, or directories holding them")
     parser.add_argument("-o", "--output", help="write the Markdown here (default: standard output)")
     parser.add_argument(
@@ -369,7 +369,7 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         reports = [load_report(p) for p in expand_paths(args.reports)]
     except ReportError as exc:
-        print(f"workmem compat: {exc}", file=sys.stderr)
+        print(f"workmem conformance table: {exc}", file=sys.stderr)
         return 2
     expected = tuple(args.expect) if args.expect else DEFAULT_BACKENDS
     table = build_table(reports, expected=expected, merge=not args.per_report)
@@ -377,7 +377,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.output and args.output != "-":
         Path(args.output).write_text(text, encoding="utf-8")
         print(
-            f"workmem compat: wrote {args.output} ({len(reports)} reports, {len(table.columns)} columns)",
+            f"workmem conformance table: wrote {args.output} ({len(reports)} reports, {len(table.columns)} columns)",
             file=sys.stderr,
         )
     else:

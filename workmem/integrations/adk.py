@@ -61,8 +61,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from workmem.agent.aio import AsyncMemory
-from workmem.agent.flows import ToolResult
 from workmem.agent.memory import Memory
+from workmem.agent.operations import ToolResult
 from workmem.errors import MissingDriverError, ThreadExistsError, ThreadNotFoundError, ValidationError
 from workmem.integrations import IdsRule, MemoryIds, async_memory
 

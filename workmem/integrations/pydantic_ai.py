@@ -63,8 +63,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from workmem.agent.aio import AsyncMemory
-from workmem.agent.flows import ToolResult
 from workmem.agent.memory import Memory
+from workmem.agent.operations import ToolResult
 from workmem.agent.tool import TOOL_NAME
 from workmem.errors import MissingDriverError, ValidationError
 from workmem.integrations import IdsRule, MemoryIds, async_memory, named_ids

@@ -1,8 +1,8 @@
 """The copy engine: every resource, then every thread, page by page, with the insert / skip / conflict rules.
 
-Built only on the storage contract's operations (``resource_page``/``thread_page``,
+Built only on the storage contract's operations (``resources_after``/``threads_after``,
 ``insert_resources``/``insert_threads``, ``get_resource``/``get_thread``,
-``save_resource``, ``replace_thread``), called as their flows
+``save_resource``, ``restore_thread``), called as their flows
 (:mod:`workmem.flows`, what each public method runs): each flow here is one
 coroutine over a storage's hooks, driven with :func:`~workmem.flows.run_sync`
 for sync storages (:func:`copy`) and awaited for async ones (:func:`copy_async`).
@@ -21,7 +21,7 @@ metadata and working memory); one the destination holds identically (the same
 canonical export line) is skipped; any other is a conflict, reported and left
 alone, unless ``overwrite`` is set: then a differing resource is replaced whole
 (``save_resource``) and a differing thread of the same owner is replaced
-(``replace_thread``). A thread the destination gives to another resource stays
+(``restore_thread``). A thread the destination gives to another resource stays
 a conflict even with ``overwrite``: an owner never moves.
 """
 
@@ -101,10 +101,10 @@ def kind_of(record: Record) -> Kind:
 
 
 async def page(storage: StorageHooks, kind: Kind, after: str | None, limit: int) -> RecordPage[Any]:
-    """``storage``'s page of ``kind`` after ``after`` (its ``resource_page`` / ``thread_page``)."""
+    """``storage``'s page of ``kind`` after ``after`` (its ``resources_after`` / ``threads_after``)."""
     if kind == "resource":
-        return await flows.resource_page(storage, after, limit)
-    return await flows.thread_page(storage, after, limit)
+        return await flows.resources_after(storage, after, limit)
+    return await flows.threads_after(storage, after, limit)
 
 
 async def _insert(storage: StorageHooks, kind: Kind, records: Sequence[Record]) -> frozenset[str]:
@@ -284,7 +284,7 @@ class Writer:
             return
         if isinstance(record, Resource):
             await flows.save_resource(self.dst, record)
-        elif not await flows.replace_thread(self.dst, record):
+        elif not await flows.restore_thread(self.dst, record):
             self._issue(kind, record, "the destination's thread changed owner or vanished while it was replaced", line)
             return
         self.report.count(kind, "replaced")

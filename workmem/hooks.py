@@ -1,0 +1,315 @@
+"""The adapter contract: :class:`StorageHooks`, what an adapter implements, and what its hooks receive.
+
+An adapter implements :class:`StorageHooks`: a few coroutines that receive
+arguments already validated and typed (a :class:`ScopeTarget`, a
+:class:`ListQuery`, the time of the write) and do only the I/O. The public
+operations are written once over these hooks (:mod:`workmem.operations`);
+:class:`~workmem.storage.MemoryStorage` and :class:`~workmem.aio.AsyncMemoryStorage`
+are thin faces over them.
+
+Every hook is a coroutine. The async API awaits it. The sync API drives the
+operations with :func:`workmem._drive.run_sync`: a sync adapter's hooks call a
+blocking driver and never suspend, so the whole operation runs to its end in a
+single ``send`` without an event loop (and works from inside one). A hook that
+must wait (a backoff in a compare-and-set loop) awaits :meth:`StorageHooks._pause`:
+:func:`time.sleep` in a sync adapter, :func:`asyncio.sleep` in an async one.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from workmem.errors import UnreadableRecordError
+from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
+
+__all__ = [
+    "HOOK_NAMES",
+    "Capabilities",
+    "ForwardingHooks",
+    "ListQuery",
+    "ScopeTarget",
+    "StorageHooks",
+    "read_record_page",
+]
+
+T = TypeVar("T")
+R = TypeVar("R", Resource, Thread)
+X = TypeVar("X")
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an adapter guarantees beyond the required contract (the conformance suite requires or skips by it)."""
+
+    cross_process_atomic: bool
+    """Owner checks and merges stay atomic between separate processes (not only threads of one)."""
+    persistent: bool
+    """Data outlives the process that wrote it."""
+    unsupported: frozenset[str] = frozenset()
+    """Hooks (without their ``_``: ``"create_thread"``, ``"resource_page"``) the store has no way to do; calling one
+    raises :class:`~workmem.errors.OperationNotSupportedError` (a store of another program, run over the wire)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    """Validated arguments of :meth:`MemoryStorage.list_threads`."""
+
+    resource_id: str
+    page: int
+    per_page: int | None
+    order_by: OrderBy
+    direction: Direction
+
+    @property
+    def offset(self) -> int:
+        return 0 if self.per_page is None else self.page * self.per_page
+
+    def page_of(self, threads: list[Thread], total: int, unreadable: Sequence[str] = ()) -> ThreadPage:
+        """Wrap one fetched page; ``unreadable`` are the ids of fetched threads that could not be read."""
+        has_more = self.per_page is not None and self.offset + len(threads) + len(unreadable) < total
+        return ThreadPage(tuple(threads), total, self.page, self.per_page, has_more, tuple(unreadable))
+
+    def read_page(self, rows: Iterable[T], read: Callable[[T], Thread | None], total: int) -> ThreadPage:
+        """The page of the fetched ``rows``: ``read`` maps each to its thread (``None`` leaves it out).
+
+        A row ``read`` cannot read (:class:`~workmem.errors.UnreadableRecordError`)
+        fails alone: its id goes to :attr:`ThreadPage.unreadable`.
+        """
+        threads: list[Thread] = []
+        unreadable: list[str] = []
+        for row in rows:
+            try:
+                thread = read(row)
+            except UnreadableRecordError as exc:
+                unreadable.append(exc.record_id)
+                continue
+            if thread is not None:
+                threads.append(thread)
+        return self.page_of(threads, total, unreadable)
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeTarget:
+    """Validated address of one working memory."""
+
+    scope: Scope
+    resource_id: str | None
+    thread_id: str | None
+
+
+class StorageHooks(ABC):
+    """What an adapter implements: the I/O of each operation, on checked arguments.
+
+    Every hook is a coroutine. In a sync adapter it calls the blocking driver
+    and never suspends (see :func:`workmem._drive.run_sync`); in an async adapter it awaits
+    the async driver. What must be atomic is atomic in the database, as each
+    hook says. Hooks may assume their arguments are valid: ids are checked
+    strings, metadata and patches are validated JSON objects, ``now`` is the
+    normalized time of the call. A record a hook returns goes to the caller as
+    it is, and a record a hook is given is the caller's: a hook shares no dict
+    with what the adapter keeps (see :func:`workmem.records.private_copy`).
+    """
+
+    capabilities: ClassVar[Capabilities]
+    """What this adapter guarantees beyond the required contract."""
+
+    @abstractmethod
+    async def _get_resource(self, resource_id: str) -> Resource | None:
+        """The stored resource, or ``None``."""
+
+    @abstractmethod
+    async def _save_resource(self, resource: Resource) -> Resource:
+        """Create ``resource`` or replace it whole, timestamps as given; return what is stored."""
+
+    @abstractmethod
+    async def _update_resource(
+        self,
+        resource_id: str,
+        working_memory: str | Unset | None,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+    ) -> Resource:
+        """:func:`workmem.changes.updated_resource` applied to the stored resource (or none), atomically.
+
+        With ``max_chars`` (and a working memory given), the size limit is decided on the
+        stored working memory in the same atomic step (``updated_resource(..., max_chars)``
+        under the lock, or in the compare-and-set), never on an earlier read.
+        """
+
+    @abstractmethod
+    async def _get_thread(self, thread_id: str) -> Thread | None:
+        """The stored thread, whoever owns it, or ``None``."""
+
+    @abstractmethod
+    async def _create_thread(self, thread: Thread) -> Thread:
+        """Insert ``thread``; :class:`~workmem.errors.ThreadExistsError` when the id exists. One atomic step."""
+
+    @abstractmethod
+    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+        """Insert ``thread``, or :func:`workmem.changes.replaced_thread` of the stored one, atomically."""
+
+    @abstractmethod
+    async def _update_thread(
+        self,
+        thread_id: str,
+        title: str | Unset,
+        metadata: dict[str, Any] | Unset | None,
+        now: datetime,
+        *,
+        owner: str | None,
+        max_chars: int | None = None,
+    ) -> Thread:
+        """:func:`workmem.changes.updated_thread` applied to the stored thread, atomically.
+
+        :class:`~workmem.errors.ThreadNotFoundError` when there is none. With an
+        ``owner``, the write is conditioned on it in the same atomic step: a thread
+        that another resource owns at that moment raises
+        :class:`~workmem.errors.ThreadOwnershipError` and is left as it is (checking
+        first and writing by id after would let a thread deleted and re-created under
+        another owner in between take the write). With ``max_chars`` (and a
+        ``workingMemory`` string in ``metadata``), the size limit is decided in that
+        same step too (``updated_thread(..., max_chars=...)``).
+        """
+
+    @abstractmethod
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        """Delete the thread and its working memory; whether it existed.
+
+        With an ``owner``, only that resource's thread is deleted, in one atomic step;
+        another resource's raises :class:`~workmem.errors.ThreadOwnershipError`.
+        """
+
+    @abstractmethod
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        """The page ``query`` asks for (see :meth:`ListQuery.read_page`)."""
+
+    @abstractmethod
+    async def _merge_working_memory(
+        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+    ) -> dict[str, Any]:
+        """:func:`workmem.changes.merge_document` on the stored working memory of ``target``, atomically.
+
+        In thread scope: :class:`~workmem.errors.ThreadNotFoundError` without the
+        thread, :func:`~workmem.kit.check_owner` with ``target.resource_id``,
+        and :func:`~workmem.kit.thread_working_memory_to_merge` for what it starts from.
+        With ``max_chars``, the size limit is decided on the merged result in the same
+        atomic step (``merge_document(stored, patch, max_chars)``): the merged document
+        as workmem writes it, against the stored one written the same way
+        (:mod:`workmem.limits`). A database that cannot count exactly that text (its
+        own JSON serializer spaces, escapes or formats numbers differently) takes the
+        row lock or compare-and-set path with the merge done in Python.
+        """
+
+    @abstractmethod
+    async def _resource_page(self, after: str | None, limit: int) -> RecordPage[Resource]:
+        """Resources with ``id > after`` (``None``: from the first), ascending by id, at most ``limit``.
+
+        Ids compare by code point (the byte order of their UTF-8: ``COLLATE "C"``, ``BINARY``), on
+        every backend. Keyset pagination (``WHERE id > :after ORDER BY id LIMIT :limit``), never an
+        offset, so a record present throughout an iteration is returned exactly once. See
+        :func:`read_record_page` for building the page from fetched rows.
+        """
+
+    @abstractmethod
+    async def _thread_page(self, after: str | None, limit: int) -> RecordPage[Thread]:
+        """Threads of every owner with ``id > after``, as :meth:`_resource_page`."""
+
+    @abstractmethod
+    async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
+        """Insert each resource that is absent, every field as given; return the ids that were already present.
+
+        A present resource is left unchanged. Each record's insert-if-absent is atomic in the database;
+        the batch uses the backend's bulk path. The ids of ``resources`` are distinct.
+        """
+
+    @abstractmethod
+    async def _insert_threads(self, threads: Sequence[Thread]) -> frozenset[str]:
+        """Insert each thread that is absent, every field as given; return the ids that were already present.
+
+        A present thread is left unchanged, whoever owns it: a bulk write never moves a thread. Each
+        insert-if-absent is atomic in the database; the batch uses the bulk path. Ids are distinct.
+        """
+
+    @abstractmethod
+    async def _replace_thread(self, thread: Thread) -> bool:
+        """Replace title, metadata and both timestamps (as given) of the thread with this id AND this owner.
+
+        One atomic step (``UPDATE … WHERE id = ? AND "resourceId" = ?``); ``False``, nothing changed,
+        when there is no such thread or another resource owns it.
+        """
+
+    @abstractmethod
+    async def _close(self) -> None:
+        """Release connections; idempotent."""
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (a retry's backoff): blocking here; an async adapter overrides it with ``asyncio.sleep``."""
+        time.sleep(seconds)
+
+
+def read_record_page(rows: Sequence[X], read: Callable[[X], R], key: Callable[[X], str], limit: int) -> RecordPage[R]:
+    """The :class:`RecordPage` of ``rows`` fetched in id order (at most ``limit``) for an adapter's page hook.
+
+    ``read`` maps a row to its record; a row it cannot read (:class:`UnreadableRecordError`) fails
+    alone, its id (``key(row)``) going to :attr:`RecordPage.unreadable`. A full page names its last id
+    as :attr:`RecordPage.next_after`; a shorter one is the last (``None``).
+    """
+    records: list[R] = []
+    unreadable: list[str] = []
+    for row in rows:
+        try:
+            records.append(read(row))
+        except UnreadableRecordError:
+            unreadable.append(key(row))
+    next_after = key(rows[-1]) if rows and len(rows) >= limit else None
+    return RecordPage(tuple(records), tuple(unreadable), next_after)
+
+
+HOOK_NAMES: tuple[str, ...] = tuple(sorted(StorageHooks.__abstractmethods__))
+"""Every hook an adapter implements (the abstract methods of :class:`StorageHooks`), by name."""
+
+
+def _forwarder(name: str) -> Callable[..., Any]:
+    async def hook(self: ForwardingHooks, *args: Any, **kwargs: Any) -> Any:
+        return await self._forward(name, args, kwargs)
+
+    hook.__name__ = hook.__qualname__ = name
+    hook.__doc__ = f"``{name}`` of the storage behind this one (see :meth:`ForwardingHooks._forward`)."
+    return hook
+
+
+class ForwardingHooks(StorageHooks):
+    """Hooks that each hand their call to :meth:`_forward`: a storage in front of another one.
+
+    For a storage that adds only how a call reaches another storage's hooks (a
+    worker thread, an event loop on another thread), so that the sixteen hook
+    signatures are not written out again to forward them.
+    """
+
+    @abstractmethod
+    async def _forward(self, hook: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The result of the hook named ``hook`` of the storage behind this one, called with ``args``/``kwargs``."""
+
+    _get_resource = _forwarder("_get_resource")
+    _save_resource = _forwarder("_save_resource")
+    _update_resource = _forwarder("_update_resource")
+    _get_thread = _forwarder("_get_thread")
+    _create_thread = _forwarder("_create_thread")
+    _save_thread = _forwarder("_save_thread")
+    _update_thread = _forwarder("_update_thread")
+    _delete_thread = _forwarder("_delete_thread")
+    _list_threads = _forwarder("_list_threads")
+    _merge_working_memory = _forwarder("_merge_working_memory")
+    _resource_page = _forwarder("_resource_page")
+    _thread_page = _forwarder("_thread_page")
+    _insert_resources = _forwarder("_insert_resources")
+    _insert_threads = _forwarder("_insert_threads")
+    _replace_thread = _forwarder("_replace_thread")
+    _close = _forwarder("_close")
