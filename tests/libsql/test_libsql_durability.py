@@ -67,6 +67,19 @@ def wait_until(done: Callable[[], bool], what: str, timeout: float = 20.0) -> No
         time.sleep(0.01)
 
 
+def hold_together(storage: LibSQLStorage, together: threading.Barrier) -> None:
+    """Take a pooled connection and hold it until ``together``'s threads all hold one: the pool opens what it lacks.
+
+    A writer gives its connection back between tries while the database is busy, so waiting writers
+    alone do not make the pool grow.
+    """
+    conn = storage._pool.take()
+    try:
+        together.wait()
+    finally:
+        storage._pool.give(conn, True)
+
+
 def make_file(path: Path) -> None:
     workmem.connect(f"file:{path}").close()
 
@@ -103,12 +116,14 @@ def test_connections_the_pool_opens_under_concurrent_writes_run_at_the_level(tmp
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
 
+        together = threading.Barrier(4, timeout=20)
+        holders = [threading.Thread(target=hold_together, args=(storage, together)) for _ in range(4)]
         workers = [threading.Thread(target=merge, args=(k,)) for k in range(6)]
-        with write_lock(path):  # each merge holds a pooled connection while it waits for the lock
-            for worker in workers:
+        with write_lock(path):  # the merges wait for the lock, taking and giving back pooled connections
+            for worker in workers + holders:
                 worker.start()
             wait_until(lambda: storage._pool._open == 4, "four pooled connections")
-        for worker in workers:
+        for worker in workers + holders:
             worker.join()
         assert not errors
         assert pooled_levels(storage) == [1, 1, 1, 1]
@@ -131,10 +146,9 @@ def test_the_async_api_runs_every_worker_connection_at_the_level(tmp_path: Path)
                 asyncio.create_task(storage.merge_working_memory({f"k{k}": k}, scope="resource", resource_id="r"))
                 for k in range(12)
             ]
-            deadline = time.monotonic() + 20
-            while inner._pool._open < 4:  # every worker thread holds a connection, waiting for the lock
-                assert time.monotonic() < deadline, "the pool did not grow to four connections"
-                await asyncio.sleep(0.01)
+            together = threading.Barrier(4, timeout=20)
+            await asyncio.gather(*(asyncio.to_thread(hold_together, inner, together) for _ in range(4)))
+            assert inner._pool._open == 4
             lock.execute("ROLLBACK")
             await asyncio.gather(*merges)
             assert pooled_levels(inner) == [1, 1, 1, 1]

@@ -24,6 +24,7 @@ from raw_sqlite import raw, raw_wheel
 import workmem
 from workmem import Resource, Thread, ValidationError
 from workmem.adapters.libsql import AsyncLibSQLStorage, LibSQLStorage
+from workmem.flows import run_sync
 
 pytestmark = pytest.mark.backend("libsql")
 
@@ -213,7 +214,7 @@ def test_other_threads_run_while_sqlite_runs_a_statement(tmp_path: Path, engine:
         count = 200_000
         while True:  # a statement that takes at least 0.4 s on this machine, whatever its load
             started = time.monotonic()
-            storage._attempt(_SLOW, (count,))
+            run_sync(storage._execute_sql(_SLOW, (count,), read=True))
             took = time.monotonic() - started
             if took >= 0.4:
                 break
@@ -230,7 +231,7 @@ def test_other_threads_run_while_sqlite_runs_a_statement(tmp_path: Path, engine:
         ticker.start()
         time.sleep(0.05)
         try:
-            storage._attempt(_SLOW, (count,))
+            run_sync(storage._execute_sql(_SLOW, (count,), read=True))
         finally:
             done.set()
             ticker.join()

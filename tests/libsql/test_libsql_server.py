@@ -348,9 +348,9 @@ def test_errors_are_sorted_by_what_sqld_really_sends(message: str, kind: str) ->
     from workmem.adapters.libsql.storage import LibSQLStorage
     from workmem.errors import BackendBusyError
 
-    storage = LibSQLStorage.__new__(LibSQLStorage)  # only what _error reads
+    storage = LibSQLStorage.__new__(LibSQLStorage)  # only what _driver_error reads
     storage._url, storage._token = "libsql://127.0.0.1:8080?tls=0", None
-    error = storage._error(ValueError(message))
+    error = storage._driver_error(ValueError(message))
     expected = {
         "auth": BackendRefusedError,
         "permission": BackendRefusedError,

@@ -59,28 +59,27 @@ most every 10 s from writes and ``query()`` (see :mod:`.foreign`).
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote
 
-from workmem.adapters.sql import KeyRead, Result, SqlStorage, Statement
+from workmem.adapters.sql import Attempt, KeyRead, Result, SqlHooks, Statement
 from workmem.adapters.sql.rows import resource_from_row
-from workmem.adapters.sql.storage import Run, Session, blocking_transaction
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
     ValidationError,
     WorkmemError,
 )
+from workmem.flows import run_sync
 from workmem.kit import (
+    backoff,
     check_number,
     check_options,
     detach,
@@ -120,7 +119,7 @@ _FOREIGN_CHECK_INTERVAL = 10.0
 """Seconds between two looks at this process's open files (each look is a listing of ``/proc/self/fd``)."""
 
 
-class LibSQLStorage(SqlStorage, MemoryStorage):
+class LibSQLStorage(SqlHooks, MemoryStorage):
     """Working memory in a libSQL/SQLite database file (or a remote libSQL server)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
@@ -194,7 +193,7 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released, self._engine.release
         )
         try:
-            self._setup()
+            run_sync(self._setup())
         except BaseException:
             self.close()
             raise
@@ -253,10 +252,10 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 refused = ValidationError(f"libSQL cannot open {self._url}: {reason}")
                 refused.__cause__ = detach(exc, self._token)
                 raise_unchained(refused)
-            raise_unchained(self._error(exc, "cannot open"))
+            raise_unchained(self._driver_error(exc, "cannot open"))
 
     def _connect(self, target: str) -> Any:
-        # No busy handler in the engine: a busy database is waited for here, see _retry_busy.
+        # No busy handler in the engine: a busy database is waited for here, see _again.
         conn = self._engine.connect(target, self._token)
         if self._durability is not None:  # a setting of the connection: no lock, no I/O
             try:
@@ -304,7 +303,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                 reason,
             )
 
-    def _error(self, exc: BaseException, doing: str = "error on") -> WorkmemError:
+    def _driver_error(self, exc: BaseException, doing: str = "error on") -> WorkmemError:
+        """The workmem error of the driver's ``exc`` (busy, unavailable or refused), the token masked."""
         refusal = _REFUSALS.get(_status(exc) or "")
         context = f"libSQL {refusal.format(url=self._url)}" if refusal else f"libSQL {doing} {self._url}"
         return driver_error(_error_kind(exc), context, exc, self._token)
@@ -317,20 +317,59 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         except WorkmemError:
             raise
         except self._errors as exc:
-            raise_unchained(self._error(exc))
+            raise_unchained(self._driver_error(exc))
+
+    # -- the port and the two policies of the SQL core (SqlHooks) ----------------------------
+
+    async def _checkout(self) -> Any:
+        self._look_for_foreign_sqlite()
+        return self._pool.take()
+
+    async def _give(self, conn: Any, failure: BaseException | None = None) -> None:
+        # Kept after a busy statement (it did nothing) or a refusal of workmem's; let go after anything else.
+        kept = isinstance(failure, WorkmemError) and not isinstance(failure, BackendUnavailableError)
+        self._pool.give(conn, failure is None or kept or self._busy(failure))
+
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        return self._fetch(conn, sql, () if params is None else params)
+
+    async def _rollback(self, conn: Any, cause: BaseException) -> None:
+        with suppress(Exception):
+            conn.execute("ROLLBACK")
+
+    def _writing(self) -> AbstractContextManager[object]:
+        """One write at a time to a server from this process (see :mod:`.remote`); nothing for a local database."""
+        return writing(self._writer, self._busy_timeout, f"write to {self._url}")
+
+    def _error(self, exc: Exception) -> WorkmemError | None:
+        if isinstance(exc, WorkmemError) or not isinstance(exc, self._errors):
+            return None
+        return self._driver_error(exc)
+
+    def _again(self, exc: Exception, attempt: Attempt) -> float | None:
+        """A busy database (the statement did nothing) is waited for, up to ``busy_timeout`` s; nothing else runs again.
+
+        No busy handler runs in the engine (the wheel's would wait holding the GIL): the pause here releases it.
+        """
+        if not self._busy(exc) or time.monotonic() - attempt.started >= self._busy_timeout:
+            return None
+        return backoff(attempt.number - 1)
+
+    def _busy(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._errors) and not isinstance(exc, WorkmemError) and _is_busy(exc)
 
     def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
-        """``call(*args)`` until the database is not busy (a busy statement did nothing), up to ``busy_timeout`` s."""
-        deadline = time.monotonic() + self._busy_timeout
-        delay = 0.001
+        """``call(*args)`` on query()'s own connection, again as :meth:`_again` says (a busy database)."""
+        attempt = Attempt(1, True, time.monotonic())
         while True:
             try:
                 return call(*args)
             except self._errors as exc:
-                if isinstance(exc, WorkmemError) or not _is_busy(exc) or time.monotonic() >= deadline:
+                delay = self._again(exc, attempt) if isinstance(exc, Exception) else None
+                if delay is None:
                     raise
-            time.sleep(random.uniform(0, delay))
-            delay = min(delay * 2, 0.05)
+            time.sleep(delay)
+            attempt = attempt._replace(number=attempt.number + 1)
 
     def _fetch(self, conn: Any, sql: str, params: Any) -> Result:
         return self._engine.fetch(conn, sql, params)
@@ -446,29 +485,25 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
                     conn.execute("PRAGMA query_only=OFF")
         except self._errors as exc:
             if _is_busy(exc):
-                raise_unchained(self._error(exc))
+                raise_unchained(self._driver_error(exc))
             raise_unchained(driver_error(ValidationError, f"query() on {self._url} refused", exc, self._token))
 
-    def _run(self, conn: Any, statement: Statement) -> Result:
-        sql, params = self.dialect.render(statement)
-        return self._fetch(conn, sql, params)
-
-    async def _execute(self, statement: Statement, *, read: bool = False) -> Result:
-        sql, params = self.dialect.render(statement)
-        if read:
-            return self._attempt(sql, params)
-        with writing(self._writer, self._busy_timeout, f"write to {self._url}"):
-            try:
-                return self._attempt(sql, params)
-            except BackendUnavailableError as exc:
-                refused = cut_write(exc, self._try_write) if self._remote else None
-                if refused is None:
-                    raise
-            raise_unchained(self._error(refused))
+    async def _execute_sql(self, sql: str, params: Any, *, read: bool = False) -> Result:
+        try:
+            return await super()._execute_sql(sql, params, read=read)
+        except BackendUnavailableError as exc:
+            refused = cut_write(exc, self._try_write) if self._remote and not read else None
+            if refused is None:
+                raise
+        raise_unchained(self._driver_error(refused))
 
     def _try_write(self) -> None:
         """Ask the server whether this token may write: a write of nothing, rolled back, on a connection of its own
         (one that got a 403 in a transaction is unusable: sqld drops its stream). Raises what the server answered."""
+        with self._writing():
+            self._write_nothing()
+
+    def _write_nothing(self) -> None:
         conn = self._connect(self._target)
         try:
             conn.execute("BEGIN")
@@ -495,8 +530,8 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
             # dropped, right here) holds no read transaction open after it.
             row = conn.execute(read.rendered, params).fetchone()
         except self._errors:
-            pool.give(conn, True)  # _attempt takes it again and judges the error
-            rows = self._attempt(read.rendered, params).rows
+            pool.give(conn, True)  # the attempt loop takes it again and judges the error
+            rows = (await self._execute_sql(read.rendered, params, read=True)).rows
             row = rows[0] if rows else None
         except BaseException:
             pool.give(conn, False)
@@ -504,28 +539,6 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         else:
             pool.give(conn, True)
         return None if row is None else read.record(row)
-
-    def _attempt(self, sql: str, params: Any) -> Result:
-        """One rendered statement on a pooled connection, waiting out a busy database; errors mapped."""
-        self._look_for_foreign_sqlite()
-        conn = self._pool.take()
-        healthy = False
-        try:
-            busy = False
-            try:
-                result = self._fetch(conn, sql, params)
-            except self._errors as exc:
-                if not _is_busy(exc):
-                    raise
-                busy = True  # retried outside this block: the failed attempt (its cursor) must be gone first
-            if busy:
-                result = self._retry_busy(self._fetch, conn, sql, params)
-            healthy = True
-            return result
-        except self._errors as exc:
-            raise_unchained(self._error(exc))
-        finally:
-            self._pool.give(conn, healthy)
 
     # -- writes SQLite does in fewer steps than the generic SQL flow -----------------------
 
@@ -554,50 +567,33 @@ class LibSQLStorage(SqlStorage, MemoryStorage):
         # updatedAt change, so only those are written: no whole record re-validated and re-encoded.
         return self.dialect.store_working_memory(resource_id, text, now, returning=False)
 
-    def _transaction(self) -> AbstractAsyncContextManager[Session]:
-        return blocking_transaction(self._locked())
-
-    @contextmanager
-    def _locked(self) -> Iterator[Run]:
-        """A write transaction (``BEGIN IMMEDIATE``: the database locked) on a pooled connection."""
-        self._look_for_foreign_sqlite()
-        with writing(self._writer, self._busy_timeout, f"write to {self._url}"), self._connection() as conn:
-            self._retry_busy(conn.execute, self.dialect.begin_write)
-            try:
-                yield functools.partial(self._run, conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                with suppress(Exception):
-                    conn.execute("ROLLBACK")
-                raise
-
-    def _setup(self) -> None:
+    async def _setup(self) -> None:
         if not self._create:  # change nothing: only check that the tables are there
             names = self.dialect.required_tables()
             marks = ", ".join("?" for _ in names)
             sql = f"SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ({marks})"
-            found = {row[0] for row in self._attempt(sql, tuple(names)).rows}
+            found = {row[0] for row in (await self._execute_sql(sql, tuple(names), read=True)).rows}
             missing = self.dialect.without_counts([name for name in names if name not in found])
             if missing:
                 raise missing_tables(self._url, missing)
             return
-        if self._remote and self._nothing_missing():  # one round trip, no write lock (see :mod:`.remote`)
+        if self._remote and await self._nothing_missing():  # one round trip, no write lock (see :mod:`.remote`)
             return
         if not (self._remote or self._memory):
-            with self._connection() as conn:
-                self._retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchall())
-        with self._locked() as run:
+            await self._execute_sql("PRAGMA journal_mode=WAL", (), read=True)  # no write lock taken: a local file
+        async with self._transaction() as tx:
             for sql in self.dialect.ddl():
-                run(Statement(sql, {}))
-            present = run(Statement(self.dialect.present_triggers, {})).rows
+                await tx.execute(Statement(sql, {}))
+            present = (await tx.execute(Statement(self.dialect.present_triggers, {}))).rows
             for sql in self.dialect.count_upgrade(present):
-                run(Statement(sql, {}))
+                await tx.execute(Statement(sql, {}))
 
-    def _nothing_missing(self) -> bool:
+    async def _nothing_missing(self) -> bool:
         """Whether the database has every table, index and count trigger :meth:`_setup` would create, read at once."""
         ddl = self.dialect.ddl()
         sql, names = schema_query(ddl, self.dialect.present_triggers)
-        return nothing_missing(ddl, self._attempt(sql, names).rows, self.dialect.count_upgrade)
+        rows = (await self._execute_sql(sql, names, read=True)).rows
+        return nothing_missing(ddl, rows, self.dialect.count_upgrade)
 
     async def _close(self) -> None:
         with self._reader_lock:  # first: were a read-only connection the file's last to close, the WAL would stay

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from .dialect import Dialect, KeyRead, Statement, identifier
 from .hooks import Attempt, Result, SqlHooks, Transaction
-from .storage import SqlStorage  # interim: libSQL's base until it moves onto SqlHooks' port
 
 __all__ = [
     "Attempt",
@@ -24,7 +23,6 @@ __all__ = [
     "KeyRead",
     "Result",
     "SqlHooks",
-    "SqlStorage",
     "Statement",
     "Transaction",
     "identifier",

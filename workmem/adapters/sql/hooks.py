@@ -30,7 +30,6 @@ import time
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import (
-    AbstractAsyncContextManager,
     AbstractContextManager,
     asynccontextmanager,
     contextmanager,
@@ -267,15 +266,12 @@ class SqlHooks(StorageHooks):
         with nullcontext() if read else self._writing():
             return await self._attempts(work, read=read, transaction=not (read or self.autocommit))
 
-    def _transaction(self) -> AbstractAsyncContextManager[Transaction]:
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Transaction]:
         """A write transaction on a pooled connection, committed when the block ends (rolled back if it raises).
 
         Opening it (a connection, ``BEGIN``) may run again as a read would: nothing of it ran yet.
         """
-        return self._transacting()
-
-    @asynccontextmanager
-    async def _transacting(self) -> AsyncIterator[Transaction]:
         with self._writing():
             conn = await self._attempts(self._begun, read=True, hold=True)
             try:
