@@ -33,7 +33,8 @@ And the contract itself, so that an adapter imports this module and
   :func:`~workmem._drive.run_sync` (a sync storage's coroutine, run without a loop).
 * **What the hooks receive** -- :class:`~workmem.hooks.ListQuery` (a list's
   owner, page, order), :class:`~workmem.hooks.ScopeTarget` (a working memory's
-  scope and ids); :func:`~workmem.hooks.read_record_page` builds a keyset page.
+  scope and ids), :class:`~workmem.hooks.CheckedPatch` (a merge's patch, with its JSON text:
+  :func:`~workmem.hooks.patch_text`); :func:`~workmem.hooks.read_record_page` builds a keyset page.
 * **Creating the tables** -- :func:`~workmem.arguments.check_create` (the ``create``
   option), :func:`~workmem.arguments.missing_tables` (the error for a database
   without them, with ``create=False``), :data:`~workmem.arguments.CREATE_FALSE_ADVICE`.
@@ -79,7 +80,7 @@ from workmem.changes import (
     with_thread_memory,
 )
 from workmem.errors import DriverError, MissingDriverError, ValidationError, WorkmemError
-from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
+from workmem.hooks import Capabilities, CheckedPatch, ListQuery, ScopeTarget, StorageHooks, patch_text, read_record_page
 from workmem.masking import Secret, detach, raise_unchained
 from workmem.records import (
     UNSET,
@@ -111,6 +112,7 @@ __all__ = [
     "UNSET",
     "AsyncMemoryStorage",
     "Capabilities",
+    "CheckedPatch",
     "DriverError",
     "ListQuery",
     "MemoryStorage",
@@ -137,6 +139,7 @@ __all__ = [
     "memory_given",
     "merge_document",
     "missing_tables",
+    "patch_text",
     "private_copy",
     "query_pairs",
     "raise_unchained",
