@@ -75,7 +75,7 @@ def updated_thread(
 
     A new ``title`` was validated by the caller; a kept one is taken as stored (another
     program may have stored a longer one). The merged metadata is checked whole (its size limit).
-    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`workmem.checks.check_owner`).
+    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`workmem.arguments.check_owner`).
     With ``max_chars``, a working memory given in ``metadata`` is checked against the one it
     replaces (:func:`workmem.limits.check_limit`).
     """
