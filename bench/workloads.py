@@ -31,9 +31,9 @@ from bench.floors import Floor
 from bench.loaders import Loader
 from bench.timing import Subject, interleaved, summarize, time_calls
 from bench.tracing import counted_storage
-from workmem import flows
+from workmem import operations as storage_operations
+from workmem._drive import run_sync
 from workmem.aio import AsyncMemoryStorage
-from workmem.flows import run_sync
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
@@ -166,7 +166,7 @@ def _adapter_sql(storage: MemoryStorage, floor: Floor, fx: Fixture) -> dict[str,
     dialect = getattr(storage, "dialect", None)
     if dialect is None or not floor.supports_statements:
         return {}
-    from workmem.storage import check_list_args
+    from workmem.arguments import check_list_args
 
     threads, resources = fx.thread_ids, fx.resource_ids
     page = check_list_args(fx.list_owner, 0, 20, "created_at", "desc")
@@ -180,7 +180,7 @@ def _adapter_sql(storage: MemoryStorage, floor: Floor, fx: Fixture) -> dict[str,
         "list_threads": lambda i: floor.statement(*listing),
     }
     if getattr(dialect, "native_shallow_merge", False):  # writes that are one statement (PostgreSQL)
-        from workmem.storage import ScopeTarget
+        from workmem.hooks import ScopeTarget
         from workmem.timestamps import utc_now
 
         subjects["save_thread"] = lambda i: floor.statement(
@@ -275,7 +275,7 @@ def read_layers(storage: MemoryStorage, floor: Floor | None, fx: Fixture, settin
 
     Per read: ``raw`` (driver call, tuples), ``record`` (the hand-written record
     read), ``hook`` (``run_sync(storage._get_thread(id))``: the adapter's I/O and
-    row mapping, no checks), ``flow`` (``run_sync(flows.get_thread(...))``: the id
+    row mapping, no checks), ``flow`` (``run_sync(storage_operations.get_thread(...))``: the id
     checked, the owner rule) and ``public`` (``storage.get_thread(id)``). Each
     difference is one layer's price. ``coroutine_layer`` times the mechanism
     alone: three nested coroutines driven by ``run_sync`` against three nested
@@ -296,14 +296,14 @@ def read_layers(storage: MemoryStorage, floor: Floor | None, fx: Fixture, settin
             "raw": lambda i: floor.read_thread(thread_id(i)),
             "record": lambda i: floor.thread_record(thread_id(i)),
             "hook": lambda i: run_sync(storage._get_thread(thread_id(i))),
-            "flow": lambda i: run_sync(flows.get_thread(storage, thread_id(i), None)),
+            "flow": lambda i: run_sync(storage_operations.get_thread(storage, thread_id(i), None)),
             "public": lambda i: storage.get_thread(thread_id(i)),
         },
         "get_resource": {
             "raw": lambda i: floor.read_resource(resource_id(i)),
             "record": lambda i: floor.resource_record(resource_id(i)),
             "hook": lambda i: run_sync(storage._get_resource(resource_id(i))),
-            "flow": lambda i: run_sync(flows.get_resource(storage, resource_id(i))),
+            "flow": lambda i: run_sync(storage_operations.get_resource(storage, resource_id(i))),
             "public": lambda i: storage.get_resource(resource_id(i)),
         },
     }

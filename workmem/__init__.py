@@ -44,7 +44,7 @@ from workmem.errors import (
     WorkmemError,
     WrongEventLoopError,
 )
-from workmem.flows import Capabilities
+from workmem.hooks import Capabilities
 from workmem.masking import Secret
 from workmem.merge_patch import apply_merge_patch
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Scope, Thread, ThreadPage

@@ -15,10 +15,10 @@ from typing import Any
 from workmem.arguments import check_owner, thread_working_memory
 from workmem.errors import ThreadOwnershipError
 from workmem.limits import check_limit, text_size
-from workmem.merge_patch import apply_merge_patch, parse_json_object
+from workmem.merge_patch import apply_merge_patch, read_json_object
 from workmem.records import WORKING_MEMORY_KEY, Resource, Thread, Unset, trusted_thread, validate_thread_metadata
 from workmem.timestamps import normalize
-from workmem.validation import dump_json, validate_json_object
+from workmem.validation import dump_json, json_object_text
 
 __all__ = [
     "memory_given",
@@ -75,7 +75,7 @@ def updated_thread(
 
     A new ``title`` was validated by the caller; a kept one is taken as stored (another
     program may have stored a longer one). The merged metadata is checked whole (its size limit).
-    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`workmem.checks.check_owner`).
+    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`workmem.arguments.check_owner`).
     With ``max_chars``, a working memory given in ``metadata`` is checked against the one it
     replaces (:func:`workmem.limits.check_limit`).
     """
@@ -122,12 +122,12 @@ def merge_document(
     With ``max_chars``, the merged text is checked against the stored document written the
     same way (:func:`workmem.limits.check_limit`), before the input rules' own size limit.
     """
-    document = parse_json_object(stored)
+    document, written = read_json_object(stored)  # the stored document, and its text as workmem writes it
     merged: dict[str, Any] = apply_merge_patch(document, patch)
+    text = dump_json(merged)  # once: the limit, the input rules' size and the text stored all measure it
     if max_chars is not None:
-        current = 0 if stored is None or not stored.strip() else len(dump_json(document))
-        check_limit(len(dump_json(merged)), current, max_chars)
-    return merged, dump_json(validate_json_object(merged, "merged working memory"))
+        check_limit(len(text), 0 if written is None else len(written), max_chars)
+    return merged, json_object_text(merged, "merged working memory", text)
 
 
 def with_thread_memory(thread: Thread, text: str, now: datetime) -> Thread:

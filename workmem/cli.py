@@ -63,7 +63,9 @@ def _spelled(argv: Sequence[str]) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workmem", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"workmem {workmem.__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{conformance,conformance table,copy,export,import}"
+    )
     conf = commands.add_parser("conformance", help="run the conformance suite against a backend")
     conf.add_argument("url", nargs="?", help="backend URL (default: a libSQL file in a fresh temporary folder)")
     conf.add_argument(
@@ -87,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
             TABLE_COMMAND,
             aliases=["compat"],
             prog="workmem conformance table",
-            help="(workmem conformance table) merge conformance JSON reports into a Markdown compatibility table",
+            help="workmem conformance table: merge conformance JSON reports into a Markdown compatibility table",
         )
     )
     from workmem.transfer import cli as transfer_cli

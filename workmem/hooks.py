@@ -26,14 +26,17 @@ from typing import Any, ClassVar, TypeVar
 
 from workmem.errors import UnreadableRecordError
 from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
+from workmem.validation import dump_json
 
 __all__ = [
     "HOOK_NAMES",
     "Capabilities",
+    "CheckedPatch",
     "ForwardingHooks",
     "ListQuery",
     "ScopeTarget",
     "StorageHooks",
+    "patch_text",
     "read_record_page",
 ]
 
@@ -252,6 +255,28 @@ class StorageHooks(ABC):
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff): blocking here; an async adapter overrides it with ``asyncio.sleep``."""
         time.sleep(seconds)
+
+
+class CheckedPatch(dict[str, Any]):
+    """A merge patch as :meth:`StorageHooks._merge_working_memory` receives it: checked, with its JSON text.
+
+    A plain ``dict`` (a JSON object within the input rules, the caller's own copy) that
+    carries :attr:`text`, its compact JSON as workmem writes it: serialized once at the
+    door, so a hook that sends the patch to its database as JSON sends that text
+    (:func:`patch_text`) instead of writing it again.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, patch: dict[str, Any], text: str) -> None:
+        super().__init__(patch)
+        self.text = text
+        """The patch as compact JSON (:func:`workmem.validation.dump_json`)."""
+
+
+def patch_text(patch: dict[str, Any]) -> str:
+    """The compact JSON text of a merge hook's ``patch``: the door's own (:class:`CheckedPatch`), else written now."""
+    return patch.text if isinstance(patch, CheckedPatch) else dump_json(patch)
 
 
 def read_record_page(rows: Sequence[X], read: Callable[[X], R], key: Callable[[X], str], limit: int) -> RecordPage[R]:

@@ -30,10 +30,13 @@ And the contract itself, so that an adapter imports this module and
   :class:`~workmem.aio.AsyncMemoryStorage` (subclass one, or both over one set of
   hooks), :class:`~workmem.hooks.StorageHooks` (the hooks it implements; every
   argument arrives checked), :class:`~workmem.hooks.Capabilities`;
-  :func:`~workmem._drive.run_sync` (a sync storage's coroutine, run without a loop).
+  :func:`~workmem._drive.run_sync` (a sync storage's coroutine, run without a loop);
+  :class:`~workmem.aio.ThreadedAsyncStorage` and :func:`~workmem.aio.opened_in_thread` (the
+  async face of a sync-only driver, on worker threads).
 * **What the hooks receive** -- :class:`~workmem.hooks.ListQuery` (a list's
   owner, page, order), :class:`~workmem.hooks.ScopeTarget` (a working memory's
-  scope and ids); :func:`~workmem.hooks.read_record_page` builds a keyset page.
+  scope and ids), :class:`~workmem.hooks.CheckedPatch` (a merge's patch, with its JSON text:
+  :func:`~workmem.hooks.patch_text`); :func:`~workmem.hooks.read_record_page` builds a keyset page.
 * **Creating the tables** -- :func:`~workmem.arguments.check_create` (the ``create``
   option), :func:`~workmem.arguments.missing_tables` (the error for a database
   without them, with ``create=False``), :data:`~workmem.arguments.CREATE_FALSE_ADVICE`.
@@ -42,7 +45,12 @@ And the contract itself, so that an adapter imports this module and
   ``UNSET``/:class:`~workmem.records.Unset`; :func:`~workmem.records.private_copy`
   (what a hook returns shares nothing with what it stores);
   :func:`~workmem.records.trusted_thread`/:func:`~workmem.records.trusted_resource`
-  (a record from a row the adapter wrote, without re-validating it).
+  (a record from a row the adapter wrote, without re-validating it); ``WORKING_MEMORY_KEY``,
+  ``OrderBy``, ``Direction``.
+* **JSON and time as workmem writes them** -- :func:`~workmem.validation.dump_json` (compact JSON),
+  :func:`~workmem.validation.json_type`, the input limits (``MAX_DEPTH``, ``MAX_SAFE_INT``,
+  ``MAX_TEXT_BYTES``); :func:`~workmem.timestamps.to_iso`, :func:`~workmem.timestamps.from_iso`,
+  :func:`~workmem.timestamps.normalize`, :func:`~workmem.timestamps.utc_now`.
 * **The rules of a change, written once** -- :func:`check_owner` (the one owner
   rule: call it on the stored thread inside the atomic step; the change rules
   below call it too), :func:`~workmem.changes.updated_thread`,
@@ -61,7 +69,7 @@ from types import ModuleType
 from typing import Any
 
 from workmem._drive import run_sync
-from workmem.aio import AsyncMemoryStorage
+from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage, opened_in_thread
 from workmem.arguments import (
     CREATE_FALSE_ADVICE,
     check_create,
@@ -79,10 +87,13 @@ from workmem.changes import (
     with_thread_memory,
 )
 from workmem.errors import DriverError, MissingDriverError, ValidationError, WorkmemError
-from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
+from workmem.hooks import Capabilities, CheckedPatch, ListQuery, ScopeTarget, StorageHooks, patch_text, read_record_page
 from workmem.masking import Secret, detach, raise_unchained
 from workmem.records import (
     UNSET,
+    WORKING_MEMORY_KEY,
+    Direction,
+    OrderBy,
     RecordPage,
     Resource,
     Thread,
@@ -93,6 +104,7 @@ from workmem.records import (
     trusted_thread,
 )
 from workmem.storage import MemoryStorage
+from workmem.timestamps import from_iso, normalize, to_iso, utc_now
 from workmem.urls import (
     SECRET_QUERY_KEYS,
     UserInfo,
@@ -104,16 +116,24 @@ from workmem.urls import (
     split_userinfo,
     url_secrets,
 )
+from workmem.validation import MAX_DEPTH, MAX_SAFE_INT, MAX_TEXT_BYTES, dump_json, json_type
 
 __all__ = [
     "CREATE_FALSE_ADVICE",
+    "MAX_DEPTH",
+    "MAX_SAFE_INT",
+    "MAX_TEXT_BYTES",
     "SECRET_QUERY_KEYS",
     "UNSET",
+    "WORKING_MEMORY_KEY",
     "AsyncMemoryStorage",
     "Capabilities",
+    "CheckedPatch",
+    "Direction",
     "DriverError",
     "ListQuery",
     "MemoryStorage",
+    "OrderBy",
     "RecordPage",
     "Resource",
     "ScopeTarget",
@@ -121,6 +141,7 @@ __all__ = [
     "StorageHooks",
     "Thread",
     "ThreadPage",
+    "ThreadedAsyncStorage",
     "Unset",
     "UserInfo",
     "backoff",
@@ -130,13 +151,19 @@ __all__ = [
     "check_owner",
     "detach",
     "driver_error",
+    "dump_json",
     "encode_userinfo",
+    "from_iso",
     "import_driver",
+    "json_type",
     "mask_secrets",
     "mask_url",
     "memory_given",
     "merge_document",
     "missing_tables",
+    "normalize",
+    "opened_in_thread",
+    "patch_text",
     "private_copy",
     "query_pairs",
     "raise_unchained",
@@ -147,11 +174,13 @@ __all__ = [
     "shallow",
     "split_userinfo",
     "thread_working_memory_to_merge",
+    "to_iso",
     "trusted_resource",
     "trusted_thread",
     "updated_resource",
     "updated_thread",
     "url_secrets",
+    "utc_now",
     "with_thread_memory",
 ]
 

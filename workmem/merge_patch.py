@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from workmem.errors import ValidationError, WorkingMemoryFormatError
-from workmem.validation import MAX_DEPTH, json_type, validate_json_object
+from workmem.validation import MAX_DEPTH, json_type, validated_json_object
 
-__all__ = ["apply_merge_patch", "parse_json_object"]
+__all__ = ["apply_merge_patch", "parse_json_object", "read_json_object"]
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:
@@ -55,7 +55,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def parse_json_object(text: str | None) -> dict[str, Any]:
-    """Read stored working memory as a JSON object; ``None`` and blank text are ``{}``.
+    """Read stored working memory as a JSON object; ``None`` and blank text are ``{}`` (:func:`read_json_object`)."""
+    return read_json_object(text)[0]
+
+
+def read_json_object(text: str | None) -> tuple[dict[str, Any], str | None]:
+    """Stored working memory as a JSON object, and that object written as workmem writes it (compact JSON).
+
+    ``None`` and blank text are ``{}`` with no text (``None``: nothing is stored).
 
     The stored text must be a JSON object within the input rules of
     :mod:`workmem.validation` (nesting depth, finite numbers, integers within
@@ -66,7 +73,7 @@ def parse_json_object(text: str | None) -> dict[str, Any]:
     input, that is wrong): a merge into it changes nothing.
     """
     if text is None or not text.strip():
-        return {}
+        return {}, None
     try:
         value = json.loads(text, object_pairs_hook=_unique_keys)
     except RecursionError:
@@ -86,6 +93,6 @@ def parse_json_object(text: str | None) -> dict[str, Any]:
             f"stored working memory is a JSON {json_type(value)}, not an object; merge needs an object"
         )
     try:
-        return validate_json_object(value, "stored working memory")
+        return validated_json_object(value, "stored working memory")
     except ValidationError as exc:
         raise WorkingMemoryFormatError(f"{exc}; merge needs a JSON object within the limits") from None

@@ -23,7 +23,7 @@ from workmem.arguments import (
     thread_working_memory,
 )
 from workmem.errors import ValidationError
-from workmem.hooks import StorageHooks
+from workmem.hooks import CheckedPatch, StorageHooks
 from workmem.limits import check_max_chars
 from workmem.records import (
     UNSET,
@@ -38,7 +38,7 @@ from workmem.records import (
     Unset,
 )
 from workmem.timestamps import utc_now
-from workmem.validation import validate_id, validate_json_object, validate_text
+from workmem.validation import validate_id, validate_text, validated_json_object
 
 __all__ = [
     "BULK_BATCH",
@@ -197,7 +197,7 @@ async def merge_working_memory(
     max_chars: int | None = None,
 ) -> dict[str, Any]:
     target = check_scope(scope, resource_id, thread_id)
-    checked = validate_json_object(patch, "patch")
+    checked = CheckedPatch(*validated_json_object(patch, "patch"))  # its text goes down with it: written once
     return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=check_max_chars(max_chars))
 
 

@@ -135,14 +135,28 @@ def _check_value(value: object, path: str, depth: int) -> None:
 
 def validate_json_object(value: object, what: str = "metadata") -> dict[str, Any]:
     """Check that ``value`` is a JSON object of JSON values within the limits; return a plain dict copy."""
+    return validated_json_object(value, what)[0]
+
+
+def validated_json_object(value: object, what: str) -> tuple[dict[str, Any], str]:
+    """:func:`validate_json_object`, and the compact JSON text of what it returns (serialized once)."""
     if not isinstance(value, Mapping):
         raise ValidationError(f"{what} must be a JSON object, got {json_type(value)}")
-    plain = dict(value)
-    _check_value(plain, what, 1)
-    text = dump_json(plain)
+    text = json_object_text(dict(value), what)
+    plain: dict[str, Any] = json.loads(text, parse_float=_float)
+    return plain, (dump_json(plain) if "-0.0" in text else text)  # -0.0 read back as 0.0: its text follows
+
+
+def json_object_text(value: dict[str, Any], what: str, text: str | None = None) -> str:
+    """The compact JSON text of ``value`` (as :func:`dump_json`) once it is checked within the input rules.
+
+    ``text``: that text, when the caller has written it already (it is not written again).
+    """
+    _check_value(value, what, 1)
+    text = dump_json(value) if text is None else text
     if len(text.encode("utf-8")) > MAX_TEXT_BYTES:
         raise ValidationError(f"{what} is larger than {MAX_TEXT_BYTES} bytes as JSON")
-    return json.loads(text, parse_float=_float)  # type: ignore[no-any-return]
+    return text
 
 
 def _float(text: str) -> float:

@@ -24,11 +24,11 @@ from test_mutants import ShallowMerge, faces
 import workmem
 from workmem.adapters.reference import AsyncReferenceStorage, ReferenceStorage
 from workmem.aio import ThreadedAsyncStorage
-from workmem.checks import ScopeTarget
 from workmem.cli import main
 from workmem.conformance import Report, run
 from workmem.conformance.report import ReportFormatError
 from workmem.conformance.table import REPORT_NAME, build_table, load_report, render_markdown
+from workmem.hooks import ScopeTarget
 
 LOOP_THREAD = "workmem-conformance-loop"
 

@@ -31,13 +31,21 @@ from typing import Any, TypeVar
 import pytest
 
 import workmem
-from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, ThreadPage, flows
+from workmem import UNSET, Resource, Scope, Thread, ThreadOwnershipError, ThreadPage, operations
 from workmem.adapters.reference import AsyncReferenceStorage, ReferenceHooks, ReferenceStorage
+from workmem.arguments import (
+    check_owner,
+    check_resource_update,
+    check_thread_update,
+    thread_working_memory,
+    thread_working_memory_to_merge,
+)
 from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
 from workmem.conformance import PROFILES, Report, run
 from workmem.conformance.apis import APIS, Api
 from workmem.conformance.processes import spawn
-from workmem.flows import run_sync
+from workmem.hooks import ListQuery, ScopeTarget
+from workmem.kit import run_sync
 from workmem.limits import check_limit, document_size, text_size
 from workmem.merge_patch import parse_json_object
 from workmem.records import (
@@ -49,15 +57,6 @@ from workmem.records import (
     private_copy,
     trusted_resource,
     trusted_thread,
-)
-from workmem.storage import (
-    ListQuery,
-    ScopeTarget,
-    check_owner,
-    check_resource_update,
-    check_thread_update,
-    thread_working_memory,
-    thread_working_memory_to_merge,
 )
 from workmem.timestamps import utc_now
 from workmem.validation import dump_json, validate_id, validate_json_object
@@ -318,13 +317,13 @@ class AcceptsNul(ReferenceHooks):
         working_memory: str | Unset | None = UNSET,
         metadata: Mapping[str, Any] | Unset | None = UNSET,
     ) -> Resource:
-        return await flows.update_resource(self, resource_id, _without_nul(working_memory), metadata)
+        return await operations.update_resource(self, resource_id, _without_nul(working_memory), metadata)
 
     @door
     async def set_working_memory(
         self, content: str, *, scope: Scope, resource_id: str | None = None, thread_id: str | None = None
     ) -> None:
-        await flows.set_working_memory(self, _without_nul(content), scope, resource_id, thread_id)
+        await operations.set_working_memory(self, _without_nul(content), scope, resource_id, thread_id)
 
 
 # -- issue 19, part B: number types, corner states, the clock, slow shrinking ---------------------------
@@ -1437,7 +1436,7 @@ class DepthOffByOne(ReferenceHooks):
     ) -> Resource:
         lax = _lax(metadata)
         if lax is None:
-            return await flows.update_resource(self, resource_id, working_memory, metadata)
+            return await operations.update_resource(self, resource_id, working_memory, metadata)
         validate_id(resource_id, "resource id")
         checked, _ = check_resource_update(working_memory, UNSET)
         with self._store.lock:  # written as trusted: a Resource would check the depth again
@@ -1459,7 +1458,7 @@ class DepthOffByOne(ReferenceHooks):
     ) -> Thread:
         lax = _lax(metadata)
         if lax is None:
-            return await flows.update_thread(self, thread_id, title, metadata)
+            return await operations.update_thread(self, thread_id, title, metadata)
         validate_id(thread_id, "thread id")
         checked, _ = check_thread_update(title, UNSET)
         with self._store.lock:
@@ -1514,7 +1513,7 @@ class CharLimitIds(ReferenceHooks):
     async def get_resource(self, resource_id: str) -> Resource | None:
         if _long(resource_id):
             return await self._get_resource(resource_id)
-        return await flows.get_resource(self, resource_id)
+        return await operations.get_resource(self, resource_id)
 
     @door
     async def update_resource(
@@ -1525,7 +1524,7 @@ class CharLimitIds(ReferenceHooks):
         metadata: Mapping[str, Any] | Unset | None = UNSET,
     ) -> Resource:
         if not _long(resource_id):
-            return await flows.update_resource(self, resource_id, working_memory, metadata)
+            return await operations.update_resource(self, resource_id, working_memory, metadata)
         checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
         return await self._update_resource(resource_id, checked_memory, checked_metadata, utc_now())
 
@@ -1541,7 +1540,7 @@ class CharLimitIds(ReferenceHooks):
     ) -> ThreadPage:
         if _long(resource_id):
             return ThreadPage((), 0, page, per_page, False)
-        return await flows.list_threads(self, resource_id, page, per_page, order_by, direction)
+        return await operations.list_threads(self, resource_id, page, per_page, order_by, direction)
 
 
 class PartialWrite(ReferenceHooks):
@@ -1559,9 +1558,9 @@ class PartialWrite(ReferenceHooks):
         metadata: Mapping[str, Any] | Unset | None = UNSET,
     ) -> Resource:
         if isinstance(working_memory, Unset) or isinstance(metadata, Unset):
-            return await flows.update_resource(self, resource_id, working_memory, metadata)
-        await flows.update_resource(self, resource_id, working_memory, UNSET)
-        return await flows.update_resource(self, resource_id, UNSET, metadata)
+            return await operations.update_resource(self, resource_id, working_memory, metadata)
+        await operations.update_resource(self, resource_id, working_memory, UNSET)
+        return await operations.update_resource(self, resource_id, UNSET, metadata)
 
 
 class RacyMetadata(ReferenceHooks):

@@ -35,6 +35,25 @@ def test_the_example_adapter_imports_the_kit_and_the_errors_only() -> None:
     assert _workmem_imports(EXAMPLE) == {"workmem.kit", "workmem.errors"}
 
 
+ADAPTERS = Path(__file__).resolve().parents[2] / "workmem" / "adapters"
+
+
+def test_the_kit_has_every_name_an_adapter_takes_from_the_core() -> None:
+    """What an adapter of workmem imports from the core (not its own package, the errors or the kit) is in the kit,
+    so each import line can become ``from workmem.kit import ...``; the Mastra scheme table is the wire's own."""
+    outside: dict[str, list[str]] = {}
+    for path in ADAPTERS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("workmem.")):
+                continue
+            if node.module.startswith(("workmem.adapters", "workmem.errors", "workmem.kit", "workmem.registry")):
+                continue
+            for alias in node.names:
+                if alias.name not in kit.__all__:
+                    outside.setdefault(f"{node.module}.{alias.name}", []).append(path.name)
+    assert outside == {}
+
+
 def test_every_name_the_kit_exports_resolves() -> None:
     missing = [name for name in kit.__all__ if not hasattr(kit, name)]
     assert missing == []

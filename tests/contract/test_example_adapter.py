@@ -91,7 +91,7 @@ def _hook_table() -> list[str]:
 
 def test_the_adapter_guide_lists_every_hook() -> None:
     from workmem.aio import AsyncMemoryStorage
-    from workmem.flows import StorageHooks
+    from workmem.hooks import StorageHooks
     from workmem.storage import MemoryStorage
 
     named = {name for cell in _hook_table() for name in re.findall(r"`(\w+)\(", cell)}

@@ -12,8 +12,9 @@ from workmem.adapters.postgres.dialect import PostgresDialect
 from workmem.adapters.sql import Statement, identifier
 from workmem.adapters.sql.dialect import placeholder_names
 from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row, thread_from_row
+from workmem.arguments import check_list_args
 from workmem.changes import merge_document, updated_resource
-from workmem.storage import ScopeTarget, check_list_args
+from workmem.hooks import ScopeTarget
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 NASTY = "x'); DROP TABLE mastra_threads; --:id %s %(id)s"

@@ -49,8 +49,8 @@ from workmem.errors import (
     ValidationError,
     WorkingMemoryFormatError,
 )
+from workmem.hooks import ListQuery
 from workmem.records import Resource, Thread
-from workmem.storage import ListQuery
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 

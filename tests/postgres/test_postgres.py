@@ -24,7 +24,7 @@ import workmem
 from workmem import BackendUnavailableError, Resource, Thread, ValidationError
 from workmem.adapters.postgres import PostgresStorage, parse_postgres_url
 from workmem.adapters.postgres.dialect import PostgresDialect
-from workmem.storage import check_list_args
+from workmem.arguments import check_list_args
 
 pytestmark = pytest.mark.backend("postgres")
 

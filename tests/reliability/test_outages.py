@@ -27,7 +27,7 @@ from upstash_fixtures import Bridge, delete_prefix
 
 import workmem
 from workmem.errors import BackendRefusedError, BackendUnavailableError, ValidationError
-from workmem.flows import run_sync
+from workmem.kit import run_sync
 from workmem.records import Thread
 from workmem.testing.upstash_bridge import BridgeServer, spawn_bridge
 from workmem.testing.upstash_bridge.resp import Connection, ConnectionPool, RedisAddress, Status, encode_command

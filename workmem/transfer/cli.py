@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Final, TextIO, cast
 
-from workmem.checks import CREATE_FALSE_ADVICE, MISSING_TABLES_ADVICE
+from workmem.arguments import CREATE_FALSE_ADVICE, MISSING_TABLES_ADVICE
 from workmem.errors import WorkmemError
 from workmem.transfer.engine import DEFAULT_PAGE_SIZE, DESTINATION_NOTE, copy, export_records, import_records
 from workmem.transfer.progress import Progress

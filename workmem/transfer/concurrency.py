@@ -1,8 +1,8 @@
 """Work a transfer's flow runs beside itself: worker threads under the sync API, tasks under the async one.
 
 The flows of :mod:`workmem.transfer.engine` are coroutines over storage hooks,
-written once (as :mod:`workmem.flows` is): the sync API drives them with
-:func:`~workmem.flows.run_sync`, the async API awaits them. What a copy overlaps
+written once (as :mod:`workmem.operations` is): the sync API drives them with
+:func:`~workmem._drive.run_sync`, the async API awaits them. What a copy overlaps
 -- reading the source's next page while the destination writes earlier ones --
 is started through a :class:`Runner`: :class:`ThreadRunner` runs each piece on
 a worker thread (a sync storage's hooks block; storages are thread-safe), and
@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from workmem.flows import run_sync
+from workmem._drive import run_sync
 
 __all__ = ["Pending", "Runner", "TaskRunner", "ThreadRunner"]
 

@@ -2,9 +2,9 @@
 
 Built only on the storage contract's operations (``resources_after``/``threads_after``,
 ``insert_resources``/``insert_threads``, ``get_resource``/``get_thread``,
-``save_resource``, ``restore_thread``), called as their flows
-(:mod:`workmem.flows`, what each public method runs): each flow here is one
-coroutine over a storage's hooks, driven with :func:`~workmem.flows.run_sync`
+``save_resource``, ``restore_thread``), called as their operations
+(:mod:`workmem.operations`, what each public method runs): each flow here is one
+coroutine over a storage's hooks, driven with :func:`~workmem._drive.run_sync`
 for sync storages (:func:`copy`) and awaited for async ones (:func:`copy_async`).
 
 A copy overlaps its I/O: while the destination writes a page, the source's
@@ -34,10 +34,11 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequenc
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, BinaryIO, Final, Literal
 
-from workmem import flows
+from workmem import operations
+from workmem._drive import run_sync
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import WorkmemError
-from workmem.flows import StorageHooks, run_sync
+from workmem.hooks import StorageHooks
 from workmem.masking import forgets_locals, forgets_locals_async
 from workmem.records import RecordPage, Resource, Thread
 from workmem.storage import MemoryStorage
@@ -103,20 +104,20 @@ def kind_of(record: Record) -> Kind:
 async def page(storage: StorageHooks, kind: Kind, after: str | None, limit: int) -> RecordPage[Any]:
     """``storage``'s page of ``kind`` after ``after`` (its ``resources_after`` / ``threads_after``)."""
     if kind == "resource":
-        return await flows.resources_after(storage, after, limit)
-    return await flows.threads_after(storage, after, limit)
+        return await operations.resources_after(storage, after, limit)
+    return await operations.threads_after(storage, after, limit)
 
 
 async def _insert(storage: StorageHooks, kind: Kind, records: Sequence[Record]) -> frozenset[str]:
     if kind == "resource":
-        return await flows.insert_resources(storage, records)  # type: ignore[arg-type]
-    return await flows.insert_threads(storage, records)  # type: ignore[arg-type]
+        return await operations.insert_resources(storage, records)  # type: ignore[arg-type]
+    return await operations.insert_threads(storage, records)  # type: ignore[arg-type]
 
 
 async def _get(storage: StorageHooks, kind: Kind, record_id: str) -> Record | None:
     if kind == "resource":
-        return await flows.get_resource(storage, record_id)
-    return await flows.get_thread(storage, record_id, None)
+        return await operations.get_resource(storage, record_id)
+    return await operations.get_thread(storage, record_id, None)
 
 
 def describe_differences(source: Record, target: Record) -> str:
@@ -283,8 +284,8 @@ class Writer:
             self._issue(kind, record, f"differs: {describe_differences(record, stored)}", line)
             return
         if isinstance(record, Resource):
-            await flows.save_resource(self.dst, record)
-        elif not await flows.restore_thread(self.dst, record):
+            await operations.save_resource(self.dst, record)
+        elif not await operations.restore_thread(self.dst, record):
             self._issue(kind, record, "the destination's thread changed owner or vanished while it was replaced", line)
             return
         self.report.count(kind, "replaced")
@@ -366,7 +367,7 @@ async def _copy(
 ) -> None:
     from workmem.transfer.verify import compare
 
-    flows.check_page_size(page_size)
+    operations.check_page_size(page_size)
     total = await count_all(source, progress)
     if progress is not None:
         progress.start("copy", total)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from workmem.flows import StorageHooks, run_sync
+from workmem._drive import run_sync
+from workmem.hooks import StorageHooks
 from workmem.masking import forgets_locals
 from workmem.transfer.engine import (
     DEFAULT_PAGE_SIZE,
