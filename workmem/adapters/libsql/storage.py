@@ -81,15 +81,18 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.kit import (
+    Capabilities,
+    check_create,
     check_number,
     check_options,
     detach,
     driver_error,
     mask_url,
+    missing_tables,
     raise_unchained,
 )
 from workmem.records import Resource, Unset
-from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
+from workmem.storage import MemoryStorage
 
 from .dialect import SQLiteDialect
 from .engines import claims, engine_for
