@@ -15,6 +15,8 @@ workmem itself runs in the same interleaving on both of its engines for a file
 (a lookup like the others) and ``merge`` (``merge_working_memory`` of one field
 into one of ten resources, a write transaction at the default ``synchronous=full``);
 ``ratios`` gives apsw's time over the wheel's for each, from the same run.
+``loop_lag`` then runs :func:`bench.async_api.loop_lag` (a 1 ms ticker while 64
+tasks merge through the async API) on each engine in turn, on a fresh file of its own.
 
 The threads are written through workmem on the wheel (so their metadata is the
 wheel's JSONB, as files written by earlier workmem versions hold it). Every
@@ -35,6 +37,7 @@ then makes it warn.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import statistics
 import tempfile
@@ -44,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import workmem
+from bench.async_api import loop_lag
+from bench.backends import Namespace
 from bench.timing import Subject, interleaved
 from bench.workloads import Settings
 from workmem.records import Thread
@@ -213,4 +218,30 @@ def embedded_engines(settings: Settings) -> dict[str, Any]:
     ours, wheel = out["engines"]["workmem"], out["engines"]["workmem_libsql"]
     kinds = ("get_thread", "merge")
     out["ratios"] = {kind: round(ours[kind]["median_us"] / wheel[kind]["median_us"], 2) for kind in kinds}
+    out["loop_lag"] = _loop_lags(settings)
     return out
+
+
+def _loop_lags(settings: Settings) -> dict[str, Any]:
+    """The event loop's lag under 64 merging tasks on each engine, one after the other, each on a file of its own."""
+    lags: dict[str, Any] = {}
+    for name, engine in _WORKMEM.items():
+        with tempfile.TemporaryDirectory(prefix="wmbench-lag-") as tmp:
+            path = str(Path(tmp) / "lag.db")
+            ns = Namespace("libsql", f"file:{path}", options={"engine": engine}, detail={"path": path})
+            loop = asyncio.new_event_loop()
+            try:
+                result = loop_lag(ns, settings, loop)
+            finally:
+                loop.close()
+        loaded = result["loaded"]
+        lags[name] = {
+            "engine": engine,
+            "p99_ms": loaded["p99_ms"],
+            "median_ms": loaded["median_ms"],
+            "max_ms": loaded["max_ms"],
+            "merges": result["merges"],
+            "merges_per_s": result["merges_per_s"],
+            "lost_updates": result["lost_updates"],
+        }
+    return lags

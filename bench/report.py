@@ -29,7 +29,9 @@ JSON layout (``bench/results/<timestamp>-<host>.json``)::
                                      "jsonb": {"reads", "identical_to_libsql", "error"},
                                      "text_key" / "int_key" / "get_thread" / "merge":
                                          {"median_us", "run_medians_us", "n_per_run"}}},
-                                     "ratios": {"get_thread" | "merge": apsw's time / the wheel's}},
+                                     "ratios": {"get_thread" | "merge": apsw's time / the wheel's},
+                                     "loop_lag": {"workmem" | "workmem_libsql": {"engine", "p99_ms",
+                                         "median_ms", "max_ms", "merges", "merges_per_s", "lost_updates"}}},
                          "thread_scaling": {"base", "target_threads",
                                             "points": [{"threads", "load_s", "list_threads": STATS,
                                                         "list_threads_small": STATS, "get_thread": STATS,
@@ -564,6 +566,12 @@ def format_report(results: dict[str, Any]) -> str:
             if ratios:
                 shown = ", ".join(f"{kind} {ratio}x" for kind, ratio in ratios.items())
                 parts.append(f"workmem on apsw / on the libsql wheel, time per call: {shown}")
+            for lag in (result["engines"].get("loop_lag") or {}).values():
+                parts.append(
+                    f"event-loop lag, 64 tasks merging, engine {lag['engine']}: p99 {lag['p99_ms']} ms, "
+                    f"median {lag['median_ms']} ms, max {lag['max_ms']} ms ({lag['merges']} merges, "
+                    f"{lag['lost_updates']} lost)"
+                )
         if result.get("thread_scaling"):
             parts += ["", "Scaling with threads per resource (page of 20)", _thread_scaling_table(result)]
         if result.get("resource_scaling"):

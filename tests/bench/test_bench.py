@@ -260,6 +260,10 @@ def test_embedded_engines_section_runs_quick_and_reports_each_engine() -> None:
     assert "Embedded engines" in table
     assert f"apsw {apsw.apswversion()}" in table
     assert f"get_thread {section['ratios']['get_thread']}x" in table
+    lags = section["loop_lag"]
+    assert [(lags[name]["engine"], lags[name]["lost_updates"]) for name in lags] == [("apsw", 0), ("libsql", 0)]
+    assert all(lag["merges"] == 64 * 5 and lag["p99_ms"] > 0 for lag in lags.values())
+    assert "event-loop lag, 64 tasks merging, engine apsw: p99" in table
 
 
 # -- the async API section (--async) and the record floor -------------------------------------

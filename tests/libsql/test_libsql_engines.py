@@ -240,3 +240,28 @@ def test_other_threads_run_while_sqlite_runs_a_statement(tmp_path: Path, engine:
             assert longest < took / 2, (longest, took)
         else:
             assert longest >= took / 2, (longest, took)
+
+
+def test_a_missing_engine_names_the_extra_that_installs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install of ``workmem[libsql]`` from before the switch has no apsw: a file says how to get it."""
+    import sys
+
+    from workmem.errors import MissingDriverError
+
+    monkeypatch.setitem(sys.modules, "apsw", None)  # import now raises ImportError
+    with pytest.raises(MissingDriverError, match=r"'apsw' driver is not installed: pip install 'workmem\[libsql\]'"):
+        workmem.connect(f"file:{tmp_path / 'agent.db'}")
+    with workmem.connect(f"file:{tmp_path / 'agent.db'}", engine="libsql") as storage:  # the wheel still opens it
+        assert _engine(storage) == "libsql"
+
+
+def test_a_storage_collected_unclosed_frees_its_file(tmp_path: Path) -> None:
+    import gc
+
+    path = tmp_path / "agent.db"
+    storage = workmem.connect(f"file:{path}")
+    storage.save_thread(Thread("t", "r"))
+    del storage
+    gc.collect()  # its connections are closed with it: the file is no longer held by apsw in this process
+    with workmem.connect(f"file:{path}", engine="libsql") as wheel:
+        assert wheel.get_thread("t") is not None

@@ -63,6 +63,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import datetime
@@ -77,18 +78,21 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
-from workmem.flows import run_sync
 from workmem.kit import (
+    Capabilities,
     backoff,
+    check_create,
     check_number,
     check_options,
     detach,
     driver_error,
     mask_url,
+    missing_tables,
     raise_unchained,
+    run_sync,
 )
 from workmem.records import Resource, Unset
-from workmem.storage import Capabilities, MemoryStorage, check_create, missing_tables
+from workmem.storage import MemoryStorage
 
 from .dialect import SQLiteDialect
 from .engines import claims, engine_for
@@ -185,10 +189,11 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         self._reader_closed = False  # set under _reader_lock by close(): no reader opens after it
         self._query_worker: QueryWorker | None = None  # a file's query() process, started by the first call
         self._pool_size = 1 if self._memory else pool_size
-        self._claimed = False  # whether this storage holds its file in engines.claims (released by close())
+        self._unclaim: Callable[[], object] = lambda: None
+        """Frees the file in engines.claims, once: by close(), or when the storage is collected unclosed."""
         if self._path is not None:
             claims.claim(self._path, self._engine.name, self._url)
-            self._claimed = True
+            self._unclaim = weakref.finalize(self, claims.release, self._path)
         self._pool = _Pool(
             self._open, self._pool_size, max(self._busy_timeout, 1.0), self._released, self._engine.release
         )
@@ -604,10 +609,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
             worker.close()  # before the last connection: the worker's read-only one goes with its process
         writable = self._path is not None and not self._read_only
         self._pool.close(last=self._truncate_wal if writable else None)
-        if self._claimed:  # the file is free for either engine once its last storage in the process closes
-            self._claimed = False
-            assert self._path is not None
-            claims.release(self._path)
+        self._unclaim()  # the file is free for either engine once its last storage in the process closes
 
     def _truncate_wal(self, conn: Any) -> None:
         """Checkpoint the whole WAL into the file and empty it, unless another connection is using it (no wait).
