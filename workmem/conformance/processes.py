@@ -123,28 +123,15 @@ def cross_process_atomic(ctx: CheckContext) -> None:
     keys = [[f"p{i}k{j}" for j in range(MERGES_PER_PROCESS)] for i in range(PROCESSES)]
     jobs: list[dict[str, Any]] = []
     for i in range(PROCESSES):
+        # Each process races the others' creates at the start, then their merges: two races, one process each.
         scope_ids = {"scope": "resource", "resource_id": rid} if i % 2 else {"scope": "thread", "thread_id": tid}
-        jobs.append(
-            {
-                "url": url,
-                "op": "merge",
-                "ids": scope_ids,
-                "patches": [{k: i, "shared": {k: True}} for k in keys[i]],
-            }
-        )
-        jobs.append(
-            {
-                "url": url,
-                "op": "create_thread",
-                "thread_id": raced,
-                "resource_id": f"{p}owner{i}",
-                "title": f"by {i}",
-            }
-        )
+        create = {"op": "create_thread", "thread_id": raced, "resource_id": f"{p}owner{i}", "title": f"by {i}"}
+        merge = {"op": "merge", "ids": scope_ids, "patches": [{k: i, "shared": {k: True}} for k in keys[i]]}
+        jobs.append({"url": url, "op": "steps", "steps": [create, merge]})
     results = spawn(jobs, api=ctx.target.api)
-    merges, creates = results[0::2], results[1::2]
-    failed = [r for r in merges if not r.get("ok")]
-    assert not failed, f"a merge in another process failed: {failed[0]}"
+    broken = [r for r in results if not r.get("ok")]
+    assert not broken, f"a process creating a thread and merging failed: {broken[0]}"
+    creates = [r["results"][0] for r in results]  # each merge returned, or failed its process above
     for scope, ids, owners in (
         ("resource", {"resource_id": rid}, range(1, PROCESSES, 2)),
         ("thread", {"thread_id": tid}, range(0, PROCESSES, 2)),
