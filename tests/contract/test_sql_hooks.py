@@ -17,8 +17,7 @@ from workmem import BackendUnavailableError, DriverError, ThreadNotFoundError
 from workmem.adapters.libsql.dialect import SQLiteDialect
 from workmem.adapters.sql import Attempt, Result, SqlHooks, Statement
 from workmem.errors import WorkmemError
-from workmem.flows import run_sync
-from workmem.kit import driver_error
+from workmem.kit import driver_error, run_sync
 
 
 class Lost(Exception):

@@ -44,8 +44,8 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
+from workmem.hooks import ListQuery
 from workmem.records import Resource, Thread
-from workmem.storage import ListQuery
 from workmem.timestamps import to_iso
 
 __all__ = [

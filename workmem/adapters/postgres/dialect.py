@@ -53,7 +53,7 @@ from typing import Any, ClassVar
 
 from workmem.adapters.sql.dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 from workmem.errors import ValidationError
-from workmem.storage import ScopeTarget
+from workmem.hooks import ScopeTarget
 from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES, dump_json
 
 __all__ = [

@@ -48,7 +48,6 @@ from workmem.adapters.sql import Attempt, Result, SqlHooks
 from workmem.adapters.sql.dialect import KeyRead
 from workmem.adapters.sql.hooks import ExactCheckNeeded, StoredMetadataUnreadable
 from workmem.aio import AsyncMemoryStorage
-from workmem.checks import CREATE_FALSE_ADVICE
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
@@ -56,16 +55,19 @@ from workmem.errors import (
     WorkingMemoryFormatError,
     WorkmemError,
 )
-from workmem.flows import run_sync
 from workmem.kit import (
+    CREATE_FALSE_ADVICE,
+    Capabilities,
     detach,
     driver_error,
     import_driver,
     mask_secrets,
+    missing_tables,
     raise_unchained,
+    run_sync,
 )
 from workmem.records import Resource, Thread
-from workmem.storage import Capabilities, MemoryStorage, missing_tables
+from workmem.storage import MemoryStorage
 
 from . import bulk
 from .connections import connection_class, fast_path, fast_path_failed

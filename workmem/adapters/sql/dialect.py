@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from workmem.errors import ValidationError
+from workmem.hooks import ListQuery, ScopeTarget
 from workmem.records import Resource, Thread, Unset
-from workmem.storage import ListQuery, ScopeTarget
 from workmem.validation import dump_json
 
 from .rows import resource_from_row, thread_from_row

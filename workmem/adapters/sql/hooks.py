@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from workmem.changes import memory_given, merge_document, updated_resource, updated_thread, with_thread_memory
-from workmem.checks import ListQuery, ScopeTarget, check_owner, thread_working_memory_to_merge
+from workmem.checks import check_owner, thread_working_memory_to_merge
 from workmem.errors import (
     BackendBusyError,
     ThreadExistsError,
@@ -48,7 +48,7 @@ from workmem.errors import (
     UnreadableRecordError,
     WorkmemError,
 )
-from workmem.flows import StorageHooks, read_record_page
+from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.masking import raise_unchained
 from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
 
