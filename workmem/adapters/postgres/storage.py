@@ -27,12 +27,12 @@ a dropped connection is tried once more on a new one, a write never is: it
 may have run before the connection dropped. Errors are classified by SQLSTATE
 (:mod:`workmem.adapters.postgres.sqlstate`): worth retrying or refused.
 
-Both classes share every decision (:class:`_PostgresCommon`: URL and options,
+Both classes share every decision (:class:`PostgresHooks`: URL and options,
 the two policies of the SQL core's :class:`~workmem.adapters.sql.SqlHooks`, which
 runs the attempt loop and the transactions: errors by SQLSTATE and a read tried
 once more on a lost connection; table setup, filling the pool); they differ only
-in the driver calls of its port (:meth:`~_PostgresCommon._checkout`,
-:meth:`~_PostgresCommon._query`, opening a connection, closing). Both
+in the driver calls of its port (:meth:`~PostgresHooks._checkout`,
+:meth:`~PostgresHooks._query`, opening a connection, closing). Both
 read by key on the hot path of :mod:`.keyreads` (a prepared statement on libpq),
 which waits for the socket by blocking or on the event loop.
 """
@@ -87,7 +87,7 @@ from .sqlstate import error_kind
 if TYPE_CHECKING:
     from .keyreads import PreparedRead
 
-__all__ = ["AsyncPostgresStorage", "PostgresStorage"]
+__all__ = ["AsyncPostgresStorage", "PostgresHooks", "PostgresStorage"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -108,7 +108,7 @@ _MISSING_TABLES = (
 )
 
 
-class _PostgresCommon(SqlHooks):
+class PostgresHooks(SqlHooks):
     """Everything the sync and the async PostgreSQL storage decide alike, over a port of four driver calls.
 
     The port: :meth:`_checkout` (a connection, the driver's error if none can
@@ -281,7 +281,7 @@ class _PostgresCommon(SqlHooks):
         return read.record(rows[0]) if rows else None
 
 
-class PostgresStorage(_PostgresCommon, MemoryStorage):
+class PostgresStorage(PostgresHooks, MemoryStorage):
     """Working memory in PostgreSQL, in the tables the TypeScript Mastra adapter uses."""
 
     async_adapter: ClassVar[str | None] = "workmem.adapters.postgres:AsyncPostgresStorage"
@@ -327,7 +327,7 @@ class PostgresStorage(_PostgresCommon, MemoryStorage):
         self._pool.close()
 
 
-class AsyncPostgresStorage(_PostgresCommon, AsyncMemoryStorage):
+class AsyncPostgresStorage(PostgresHooks, AsyncMemoryStorage):
     """:class:`PostgresStorage` for the async API, on psycopg's async connections (``connect_async``).
 
     Its pool (:class:`~workmem.adapters.postgres.pool.AsyncConnectionPool`)
