@@ -1,9 +1,11 @@
 """PostgreSQL (``postgresql://``, ``postgres://``, ``postgresql+psycopg://``).
 
 * :mod:`.settings` — :class:`PostgresSettings`: where and how to connect, from the URL and options (no I/O);
-* :mod:`.storage` — :class:`PostgresStorage` and :class:`AsyncPostgresStorage` (``connect_async``): the SQL
-  core's hooks with PostgreSQL's port (psycopg 3, sync and async) and policies (SQLSTATE, one retry of a read);
 * :mod:`.dialect` — what PostgreSQL's SQL does differently (jsonb, triggers, plpgsql merge);
+* :mod:`.port` — psycopg's connections and statements, blocking and awaited side by side;
+* :mod:`.storage` — :class:`PostgresHooks`, the SQL core's hooks over that port with PostgreSQL's policies
+  (SQLSTATE, one retry of a read), and :class:`PostgresStorage` and :class:`AsyncPostgresStorage`
+  (``connect_async``), which only choose their port;
 * :mod:`.pool` — the connection pools, sync and async (connections opened by the caller that needs one),
   outage logging;
 * :mod:`.keyreads` — the hot path, sync and async: reads by key as prepared statements on libpq directly;

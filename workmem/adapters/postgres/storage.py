@@ -27,20 +27,18 @@ a dropped connection is tried once more on a new one, a write never is: it
 may have run before the connection dropped. Errors are classified by SQLSTATE
 (:mod:`workmem.adapters.postgres.sqlstate`): worth retrying or refused.
 
-Both classes share every decision (:class:`PostgresHooks`: URL and options,
-the two policies of the SQL core's :class:`~workmem.adapters.sql.SqlHooks`, which
-runs the attempt loop and the transactions: errors by SQLSTATE and a read tried
-once more on a lost connection; table setup, filling the pool); they differ only
-in the driver calls of its port (:meth:`~PostgresHooks._checkout`,
-:meth:`~PostgresHooks._query`, opening a connection, closing). Both
-read by key on the hot path of :mod:`.keyreads` (a prepared statement on libpq),
-which waits for the socket by blocking or on the event loop.
+Both classes are :class:`PostgresHooks`: URL and options, the two policies of
+the SQL core's :class:`~workmem.adapters.sql.SqlHooks` (which runs the attempt
+loop and the transactions): errors by SQLSTATE and a read tried once more on a
+lost connection; table setup, filling the pool. They differ only in their port
+(:mod:`.port`: psycopg's blocking or asyncio connections). Both read by key on
+the hot path of :mod:`.keyreads` (a prepared statement on libpq), which waits
+for the socket by blocking or on the event loop.
 """
 
 from __future__ import annotations
 
 import functools
-from abc import abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -79,8 +77,8 @@ from .dialect import (
     UNREADABLE_METADATA_ERROR,
     PostgresDialect,
 )
-from .driverlog import statement
-from .pool import AsyncConnectionPool, ConnectionPool, log
+from .pool import log
+from .port import AwaitedPort, BlockingPort, PostgresPort
 from .settings import PostgresSettings
 from .sqlstate import error_kind
 
@@ -95,13 +93,6 @@ R = TypeVar("R")
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 _INSUFFICIENT_PRIVILEGE = "42501"
 
-_SESSION_SETUP = "SET TIME ZONE 'UTC'"
-"""Run on every new connection: timestamps come back in UTC (psycopg then uses ``datetime.UTC``).
-
-Every statement names its time zone explicitly, so this changes no value,
-only how psycopg hands timestamps over: the row mapper takes them as they are.
-"""
-
 _MISSING_TABLES = (
     "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
     "WHERE to_regclass(format('%%I.%%I', CAST(%s AS text), name)) IS NULL ORDER BY n"
@@ -109,18 +100,17 @@ _MISSING_TABLES = (
 
 
 class PostgresHooks(SqlHooks):
-    """Everything the sync and the async PostgreSQL storage decide alike, over a port of four driver calls.
+    """Everything the sync and the async PostgreSQL storage decide alike, over :class:`~.port.PostgresPort`.
 
-    The port: :meth:`_checkout` (a connection, the driver's error if none can
-    be opened), :meth:`_give` (back to the pool: kept only when open and idle),
-    :meth:`_query` (one statement on a connection) and ``_close``. The sync
-    class implements them with the blocking driver (they never suspend, see
-    :func:`workmem.flows.run_sync`), the async one with psycopg's async API.
+    The sync class's port calls the blocking driver (it never suspends, see
+    :func:`workmem.kit.run_sync`), the async one's psycopg's async API.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
     dialect: PostgresDialect
-    _pool: Any  # the connection pool, made by _start
+    _port_type: ClassVar[type[BlockingPort] | type[AwaitedPort]]
+    _connection_type: ClassVar[str]
+    """psycopg's connection class for the port: ``Connection`` or ``AsyncConnection``."""
 
     def __init__(self, settings: PostgresSettings | str, **options: Any) -> None:
         """Connect as ``settings`` say: a :class:`PostgresSettings`, or its arguments (a conninfo, options)."""
@@ -131,31 +121,34 @@ class PostgresHooks(SqlHooks):
         super().__init__(PostgresDialect(settings.schema))
         self._settings = settings
         self._psycopg = import_driver("psycopg", "postgres")
-        # rows came back: read from the result's status (cursor.description builds a Column per column each call)
-        self._tuples_ok = self._psycopg.pq.ExecStatus.TUPLES_OK
         # the prepared key reads on libpq (.keyreads), or None: this psycopg is not the one they were written for
         self._keyreads = fast_path(self._psycopg)
         self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
         self._secrets = settings.secrets
         self._url = settings.where
-        self._connect_options = settings.connect_options(self._psycopg)
-        self._start()
-
-    @abstractmethod
-    def _start(self) -> None:
-        """The rest of the constructor: the sync class opens its pool and sets up the tables (the async one in open)."""
+        connections = self._connections(getattr(self._psycopg, self._connection_type))
+        where, describe, is_outage = self._url, self._describe, self._is_outage
+        self._port: PostgresPort = self._port_type(
+            self._psycopg, settings, connections, where=where, describe=describe, is_outage=is_outage
+        )
+        self._pool = self._port.pool
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._url!r}, schema={self.dialect.schema!r})"
 
-    # -- the port (the two classes implement _checkout, _give's pool, _query and _close) ---
+    # -- the port, over .port -----------------------------------------------------------
 
-    @abstractmethod
     async def _checkout(self) -> Any:
-        """A live connection for this caller alone, until :meth:`_give`; the driver's error if none can be opened."""
+        return await self._port.take()
 
     async def _give(self, conn: Any, failure: BaseException | None = None) -> None:
-        self._pool.give(conn)  # kept only when open and idle (no transaction left open); never suspends
+        self._port.give(conn)  # kept only when open and idle (no transaction left open); never suspends
+
+    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
+        return await self._port.query(conn, sql, params)
+
+    async def _close(self) -> None:
+        await self._port.close()
 
     async def _rollback(self, conn: Any, cause: BaseException) -> None:
         """Roll back, unless the connection is gone (the server then rolled back itself); driver errors are ignored.
@@ -285,46 +278,17 @@ class PostgresStorage(PostgresHooks, MemoryStorage):
     """Working memory in PostgreSQL, in the tables the TypeScript Mastra adapter uses."""
 
     async_adapter: ClassVar[str | None] = "workmem.adapters.postgres:AsyncPostgresStorage"
+    _port_type = BlockingPort
+    _connection_type = "Connection"
 
-    def _start(self) -> None:
-        self._connection_class = self._connections(self._psycopg.Connection)
-        self._pool = ConnectionPool(
-            self._open_connection,
-            max_size=self._settings.max_size,
-            timeout=self._settings.timeout,
-            where=self._url,
-            describe=self._describe,
-            is_outage=self._is_outage,
-        )
+    def __init__(self, settings: PostgresSettings | str, **options: Any) -> None:
+        """Open the pool and set up the tables; ``settings`` as :class:`PostgresHooks` takes them."""
+        super().__init__(settings, **options)
         run_sync(self._fill())
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         return cls(PostgresSettings.from_url(url, **options))
-
-    def _open_connection(self) -> Any:
-        """One new connection, set up; the driver's error when the server cannot be reached."""
-        conn = self._connection_class.connect(self._settings.conninfo, **self._connect_options)
-        try:
-            conn.execute(_SESSION_SETUP)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    async def _checkout(self) -> Any:
-        return self._pool.take()
-
-    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
-        cursor = conn.workmem_cursor
-        with statement():
-            cursor.execute(sql, params)
-        result = cursor.pgresult
-        rows = cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
-        return Result(rows, cursor.rowcount)
-
-    async def _close(self) -> None:
-        self._pool.close()
 
 
 class AsyncPostgresStorage(PostgresHooks, AsyncMemoryStorage):
@@ -349,49 +313,14 @@ class AsyncPostgresStorage(PostgresHooks, AsyncMemoryStorage):
     connect whose caller was cancelled still joins the pool.
     """
 
-    def _start(self) -> None:
-        """The pool, empty: ``await AsyncPostgresStorage.open(url)`` (or ``connect_async``) opens connections."""
-        self._connection_class = self._connections(self._psycopg.AsyncConnection)
-        self._pool = AsyncConnectionPool(
-            self._open_connection,
-            max_size=self._settings.max_size,
-            timeout=self._settings.timeout,
-            where=self._url,
-            describe=self._describe,
-            is_outage=self._is_outage,
-        )
+    _port_type = AwaitedPort
+    _connection_type = "AsyncConnection"
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
         storage = cls(PostgresSettings.from_url(url, **options))
         await storage._fill()
         return storage
-
-    async def _open_connection(self) -> Any:
-        """One new connection, set up; the driver's error when the server cannot be reached."""
-        conn = await self._connection_class.connect(self._settings.conninfo, **self._connect_options)
-        try:
-            await conn.execute(_SESSION_SETUP)
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
-
-    # -- the port ----------------------------------------------------------------------
-
-    async def _checkout(self) -> Any:
-        return await self._pool.take()
-
-    async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
-        cursor = conn.workmem_cursor
-        with statement():  # psycopg's warning on a cancellation it cannot complete: a debug record of ours
-            await cursor.execute(sql, params)
-        result = cursor.pgresult
-        rows = await cursor.fetchall() if result is not None and result.status == self._tuples_ok else []
-        return Result(rows, cursor.rowcount)
-
-    async def _close(self) -> None:
-        await self._pool.close()
 
 
 async def _fetch_key(conn: Any, *, prepared: PreparedRead, key: str) -> list[tuple[Any, ...]]:
