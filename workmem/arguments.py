@@ -5,7 +5,7 @@ run these (:mod:`workmem.operations`) before calling an adapter's hooks, so an a
 receives arguments already checked and typed (:class:`~workmem.hooks.ScopeTarget`,
 :class:`~workmem.hooks.ListQuery`) and never validates them itself. (``workmem.checks``
 is this module's former name and still imports; the conformance suite's check registry
-is :mod:`workmem.conformance.checks`.)
+is :mod:`workmem.conformance.registry`.)
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def _argument_error(args: argparse.Namespace) -> str | None:
 
 def _conformance(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from workmem.conformance import CheckResult, run
-    from workmem.conformance.checks import Check
+    from workmem.conformance.registry import Check
 
     human = err if args.json_file == "-" else out  # with the JSON report on stdout, the table goes to stderr
 

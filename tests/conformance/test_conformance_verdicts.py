@@ -22,8 +22,8 @@ from test_mutants import (
 
 from workmem.adapters.reference import ReferenceHooks
 from workmem.conformance import PROFILES, run
-from workmem.conformance.checks import Check, CheckContext
 from workmem.conformance.expect import json_difference, json_equal
+from workmem.conformance.registry import Check, CheckContext
 from workmem.conformance.runner import FLAKY_NOTE, _execute
 from workmem.conformance.target import Target
 

@@ -18,13 +18,13 @@ import pytest
 
 from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import run
-from workmem.conformance.checks import CheckContext
 from workmem.conformance.history import SCRIBBLE, Call, Event, plan, record_calls
 from workmem.conformance.linearizability import history_failure, is_linearizable, operations, partitions, shrink
 from workmem.conformance.linearizable import THREADS, record_history
 from workmem.conformance.model import Model, MThread, Window
 from workmem.conformance.processes import spawn
 from workmem.conformance.profiles import PROFILES
+from workmem.conformance.registry import CheckContext
 from workmem.conformance.target import Target
 
 MS = 1_000_000

@@ -1046,8 +1046,8 @@ def test_xfail_turns_a_failure_into_xfailed_but_the_run_still_fails_on_a_require
 
 def test_a_required_check_cannot_be_skipped() -> None:
     from workmem.conformance import CheckSkipped
-    from workmem.conformance.checks import Check
     from workmem.conformance.profiles import get_profile
+    from workmem.conformance.registry import Check
     from workmem.conformance.runner import _execute
     from workmem.conformance.target import Target
 

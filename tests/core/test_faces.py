@@ -101,3 +101,26 @@ def test_names_workmem_storage_no_longer_exports_still_import_with_a_warning(nam
         assert workmem.storage.__all__ == ["MemoryStorage"]
     with pytest.raises(AttributeError):
         workmem.storage.nothing_here  # type: ignore[attr-defined]  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("former", "now", "names"),
+    [
+        ("workmem.flows", "workmem.operations", ["get_thread", "restore_thread", "MAX_PAGE_SIZE"]),
+        ("workmem.flows", "workmem._drive", ["run_sync", "iterate_sync", "SuspendedInSyncFlow"]),
+        ("workmem.flows", "workmem.hooks", ["StorageHooks", "Capabilities", "read_record_page"]),
+        ("workmem.checks", "workmem.arguments", ["check_owner", "check_scope", "missing_tables"]),
+        ("workmem.checks", "workmem.hooks", ["ListQuery", "ScopeTarget"]),
+        ("workmem.agent.flows", "workmem.agent.operations", ["MemoryBase", "ToolResult", "call_tool"]),
+        ("workmem.conformance.checks", "workmem.conformance.registry", ["check", "all_checks", "CheckContext"]),
+    ],
+)
+def test_the_former_modules_still_import_the_same_objects(former: str, now: str, names: list[str]) -> None:
+    import importlib
+
+    old, new = importlib.import_module(former), importlib.import_module(now)
+    for name in names:
+        assert getattr(old, name) is getattr(new, name), name
+        assert name in old.__all__, name
+    flows = importlib.import_module("workmem.flows")
+    assert flows.thread_page is flows.threads_after and flows.replace_thread is flows.restore_thread

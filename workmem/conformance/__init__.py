@@ -3,7 +3,7 @@
 Run it against any adapter, three ways, all on the same checks:
 
 * ``workmem.conformance.run(url_or_factory, profile="standard") -> Report``;
-* ``workmem conformance URL [--profile quick|ci|thorough] [--json FILE]``;
+* ``workmem conformance URL [--profile quick|standard|thorough] [--json FILE]``;
 * pytest: ``pytest --workmem-url URL``, or subclass :class:`ConformanceTests`
   and override the ``workmem_target`` fixture.
 
@@ -22,8 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .checks import Check, CheckContext, CheckSkipped, all_checks, check
     from .profiles import PROFILES, Profile
+    from .registry import Check, CheckContext, CheckSkipped, all_checks, check
     from .report import CheckResult, Report
     from .runner import run, run_check
     from .suite import ConformanceTests
@@ -47,11 +47,11 @@ __all__ = [
 _HOMES = {
     "PROFILES": "profiles",
     "Profile": "profiles",
-    "Check": "checks",
-    "CheckContext": "checks",
-    "CheckSkipped": "checks",
-    "all_checks": "checks",
-    "check": "checks",
+    "Check": "registry",
+    "CheckContext": "registry",
+    "CheckSkipped": "registry",
+    "all_checks": "registry",
+    "check": "registry",
     "CheckResult": "report",
     "Report": "report",
     "run": "runner",

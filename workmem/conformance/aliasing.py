@@ -18,9 +18,9 @@ from typing import Any
 from workmem.records import WORKING_MEMORY_KEY, Resource, Thread
 from workmem.storage import MemoryStorage
 
-from .checks import CheckContext, check
 from .expect import json_difference
 from .history import scribble
+from .registry import CheckContext, check
 from .strategies import STAMPS
 
 __all__ = ["no_aliasing"]

@@ -12,8 +12,8 @@ from workmem.records import Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 
-from .checks import CheckContext, check
 from .expect import clock_past
+from .registry import CheckContext, check
 from .strategies import json_objects
 
 __all__ = ["BAD_JSON", "BAD_TEXT"]

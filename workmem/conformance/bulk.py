@@ -20,8 +20,8 @@ from typing import TypeVar
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
-from .checks import CheckContext, check
 from .concurrency import race
+from .registry import CheckContext, check
 
 __all__ = ["IDS_THAT_LOOK_ALIKE", "PAGE"]
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from workmem.errors import StorageClosedError
 from workmem.records import Resource, Thread
 
-from .checks import CheckContext, check
+from .registry import CheckContext, check
 
 
 @check(

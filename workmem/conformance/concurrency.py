@@ -14,7 +14,7 @@ from workmem.records import Thread
 from workmem.storage import MemoryStorage
 
 from .apis import AsyncStorageView
-from .checks import CheckContext, check
+from .registry import CheckContext, check
 
 __all__ = ["LIMIT", "MERGE_WORKERS", "OWNER_WORKERS", "race"]
 

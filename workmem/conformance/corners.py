@@ -13,8 +13,8 @@ from typing import Any
 from workmem.errors import WorkingMemoryFormatError
 from workmem.records import Resource, Thread
 
-from .checks import CheckContext, check
 from .expect import clock_past, json_difference
+from .registry import CheckContext, check
 from .strategies import STAMPS
 
 __all__ = ["BLANK_TEXTS", "NOT_OBJECTS"]

@@ -9,8 +9,8 @@ from workmem.errors import ThreadExistsError
 from workmem.records import Thread
 from workmem.storage import MemoryStorage
 
-from .checks import CheckContext, check
 from .concurrency import race
+from .registry import CheckContext, check
 
 __all__ = ["CREATE_WORKERS"]
 

@@ -21,8 +21,8 @@ from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 from workmem.validation import MAX_DEPTH, MAX_ID_BYTES, MAX_TEXT_BYTES, MAX_TITLE_BYTES
 
-from .checks import CheckContext, check
 from .expect import json_equal
+from .registry import CheckContext, check
 
 __all__ = ["DEFAULT_PER_PAGE", "LOOKALIKE_IDS", "UNICODE_TWINS", "nested"]
 

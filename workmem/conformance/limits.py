@@ -17,8 +17,8 @@ from workmem.errors import ValidationError, WorkingMemoryTooLargeError
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
-from .checks import CheckContext, check
 from .expect import clock_past
+from .registry import CheckContext, check
 
 __all__ = ["compact"]
 

@@ -17,11 +17,11 @@ import random
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .checks import CheckContext, check
 from .concurrency import race
 from .history import Event, describe_call, plan, record_calls
 from .linearizability import history_failure
 from .processes import spawn
+from .registry import CheckContext, check
 
 if TYPE_CHECKING:
     from workmem.storage import MemoryStorage

@@ -20,7 +20,7 @@ from workmem.registry import builtin_schemes, resolve
 from workmem.urls import scheme_of
 
 from .apis import Api
-from .checks import CheckContext, CheckSkipped, check
+from .registry import CheckContext, CheckSkipped, check
 
 __all__ = ["PROCESSES", "spawn"]
 

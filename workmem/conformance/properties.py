@@ -20,9 +20,9 @@ from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 
-from .checks import CheckContext, check
 from .expect import assert_utc_ms, clock_past, json_difference, json_equal
 from .model import model_merge_patch
+from .registry import CheckContext, check
 from .strategies import STAMPS, json_objects, json_values, patches, small_json, valid_text
 
 __all__ = ["NASTY_TEXTS"]

@@ -13,8 +13,8 @@ from workmem.incidents import Incident, watching
 from workmem.timestamps import to_iso
 
 from .apis import Api, adapter_module, adapter_name, check_api
-from .checks import Check, CheckContext, CheckSkipped, all_checks, get_check
 from .profiles import DEFAULT_PROFILE, Profile, get_profile, shrink_budget
+from .registry import Check, CheckContext, CheckSkipped, all_checks, get_check
 from .report import CheckResult, Report, Status
 from .target import Target, TargetLike
 

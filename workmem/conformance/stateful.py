@@ -32,9 +32,9 @@ from workmem.errors import WorkmemError
 from workmem.records import UNSET, Resource, Thread, Unset
 from workmem.storage import MemoryStorage
 
-from .checks import CheckContext, check
 from .expect import Outcome, attempt, clock_past, json_equal, record_mismatches, wm_matches
 from .model import Model, MResource, MThread, Window
+from .registry import CheckContext, check
 from .strategies import STAMPS, patches, small_objects, stored_texts, valid_text
 
 __all__ = ["StorageMachine"]

@@ -26,8 +26,8 @@ from typing import Any, ClassVar
 import pytest
 
 from .apis import Api, check_api
-from .checks import Check, all_checks
 from .profiles import DEFAULT_PROFILE
+from .registry import Check, all_checks
 from .runner import run_check
 from .target import TargetLike
 
