@@ -137,7 +137,7 @@ def test_page_sizes_are_checked_at_the_door_on_both_faces(bad: Any) -> None:
     with pytest.raises(ValidationError, match="page_size"):
         storage.iter_threads(page_size=bad)  # before the first next(): the call itself refuses
     with pytest.raises(ValidationError, match="limit"):
-        storage.thread_page(limit=bad)
+        storage.threads_after(limit=bad)
     with pytest.raises(ValidationError, match="page_size"):
         AsyncReferenceStorage().iter_resources(page_size=bad)
 
@@ -149,10 +149,10 @@ def test_bulk_inserts_refuse_what_is_no_record_and_after_must_be_text() -> None:
     with pytest.raises(ValidationError):
         storage.insert_resources(Resource("r"))  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
-        storage.replace_thread(Resource("r"))  # type: ignore[arg-type]
+        storage.restore_thread(Resource("r"))  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
-        storage.resource_page(5)  # type: ignore[arg-type]
-    assert storage.resource_page().records == ()
+        storage.resources_after(5)  # type: ignore[arg-type]
+    assert storage.resources_after().records == ()
 
 
 def test_a_repeated_id_in_one_call_is_inserted_once_and_reported_present() -> None:
@@ -193,11 +193,11 @@ def test_iteration_on_both_faces_and_the_threaded_face_agree() -> None:
         assert [t.id async for t in native.iter_threads(page_size=3)] == expected
         threaded = ThreadedAsyncStorage(SyncOnly(name))
         assert [t.id async for t in threaded.iter_threads(page_size=2)] == expected
-        page = await threaded.thread_page(expected[2], limit=2)
+        page = await threaded.threads_after(expected[2], limit=2)
         assert [t.id for t in page.records] == expected[3:5] and page.next_after == expected[4]
         assert await threaded.insert_threads([Thread("a", "other")]) == {"a"}
-        assert not await threaded.replace_thread(Thread("a", "other"))
-        assert await threaded.replace_thread(Thread("a", "r", "new", None, T0, T0))
+        assert not await threaded.restore_thread(Thread("a", "other"))
+        assert await threaded.restore_thread(Thread("a", "r", "new", None, T0, T0))
         await threaded.close()
 
     asyncio.run(main())
