@@ -425,8 +425,8 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         if self._memory:
             if timeout is not None:
                 raise ValidationError(
-                    "query() takes no timeout on :memory: (the database lives in this process, where the "
-                    "libsql driver cannot stop a running statement); use a database file"
+                    "query() takes no timeout on :memory: (the database lives in this process, so its query() "
+                    "runs here, not in the worker process a timeout stops); use a database file"
                 )
             self._look_for_foreign_sqlite()
             with self._connection() as conn:
