@@ -53,8 +53,8 @@ from typing import Any, ClassVar
 
 from workmem.adapters.sql.dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 from workmem.errors import ValidationError
-from workmem.hooks import ScopeTarget
-from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES, dump_json
+from workmem.hooks import ScopeTarget, patch_text
+from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES
 
 __all__ = [
     "EXACT_CHECK_ERROR",
@@ -459,7 +459,7 @@ class PostgresDialect(Dialect):
     def merge_statement(self, target: ScopeTarget, patch: dict[str, Any], now: datetime) -> Statement:
         merge = f"{self._prefix}.workmem_merge_document"
         stamps = self._stamps(("updatedAt", "now"))
-        params = {"patch": dump_json(patch), "now": now}
+        params = {"patch": patch_text(patch), "now": now}
         if target.scope == "resource":
             fields = [
                 ("id", ":id"),
