@@ -286,16 +286,16 @@ async def check_iteration_and_bulk_writes(storage: AsyncMongoStorage) -> None:
     want = sorted([*ids, "new"], key=lambda text: [ord(c) for c in text])
     for page_size in (1, 2, 9, 100):
         assert [t.id async for t in storage.iter_threads(page_size=page_size)] == want
-    first = await storage.thread_page(None, limit=4)
+    first = await storage.threads_after(None, limit=4)
     assert [t.id for t in first.records] == want[:4] and first.next_after == want[3]
-    rest = await storage.thread_page(first.next_after, limit=10)
+    rest = await storage.threads_after(first.next_after, limit=10)
     assert [t.id for t in rest.records] == want[4:] and rest.next_after is None
     assert await storage.insert_resources([Resource("x", "# x", None, T0, T0)]) == frozenset()
     assert await storage.insert_resources([Resource("x", None, None, T0, T0)]) == frozenset({"x"})
     assert [r async for r in storage.iter_resources(page_size=1)] == [Resource("x", "# x", None, T0, T0)]
     later = Thread("a", "r1", "replaced", {"k": 1}, T0 - timedelta(days=1), T0 + timedelta(days=1))
-    assert await storage.replace_thread(later) is True and await storage.get_thread("a") == later
-    assert await storage.replace_thread(Thread("a", "thief", "", None, T0, T0)) is False
+    assert await storage.restore_thread(later) is True and await storage.get_thread("a") == later
+    assert await storage.restore_thread(Thread("a", "thief", "", None, T0, T0)) is False
     assert await storage.get_thread("a") == later
 
 

@@ -285,7 +285,7 @@ class MongoBehaviour:
         after: str | None = None
         pages = 0
         while True:
-            page = storage.thread_page(after, limit=4)
+            page = storage.threads_after(after, limit=4)
             seen += [t.id for t in page.records]
             unreadable += page.unreadable
             pages += 1
@@ -322,12 +322,12 @@ class MongoBehaviour:
     def test_replace_thread_only_for_its_owner(self, storage: MongoStorage) -> None:
         storage.save_thread(Thread("t", "owner", "old", {"a": 1}, T0, T0))
         new = Thread("t", "owner", "new", {"b": [1], "c.d": {"$e": 1}}, T0 - timedelta(days=1), T0 + timedelta(days=2))
-        assert storage.replace_thread(new) is True
+        assert storage.restore_thread(new) is True
         assert storage.get_thread("t") == new
         before = raw(storage, THREADS, "t")
-        assert storage.replace_thread(Thread("t", "thief", "x", None, T0, T0)) is False
+        assert storage.restore_thread(Thread("t", "thief", "x", None, T0, T0)) is False
         assert raw(storage, THREADS, "t") == before
-        assert storage.replace_thread(Thread("missing", "owner", "x", None, T0, T0)) is False
+        assert storage.restore_thread(Thread("missing", "owner", "x", None, T0, T0)) is False
         assert storage.get_thread("missing") is None
         assert storage.update_thread("t", metadata={"z": 0}).metadata == {"b": [1], "c.d": {"$e": 1}, "z": 0}
 

@@ -1002,7 +1002,7 @@ def test_bulk_insert_raises_other_row_errors_and_commits_nothing(store: OracleSt
 
 def test_keyset_pages_fetch_first_after_the_last_id(store: OracleStorage, pool: FakePool) -> None:
     pool.script = [("SELECT", (2, [THREAD_ROW, ("t-2", *THREAD_ROW[1:])]))]
-    page = store.thread_page("t-0", limit=2)
+    page = store.threads_after("t-0", limit=2)
     assert [t.id for t in page.records] == ["t-1", "t-2"] and page.next_after == "t-2"
     sql = pool.log[0]
     assert sql.endswith("WHERE id > :after ORDER BY id FETCH FIRST :limit ROWS ONLY") and "OFFSET" not in sql
@@ -1011,7 +1011,7 @@ def test_keyset_pages_fetch_first_after_the_last_id(store: OracleStorage, pool: 
 
 def test_replace_thread_is_one_update_checking_id_and_owner(store: OracleStorage, pool: FakePool) -> None:
     pool.script = [("UPDATE", (0, [])), ("UPDATE", (1, []))]
-    assert store.replace_thread(Thread("t-1", "r-2", "")) is False
-    assert store.replace_thread(Thread("t-1", "r-1", "", None, T0, T0)) is True
+    assert store.restore_thread(Thread("t-1", "r-2", "")) is False
+    assert store.restore_thread(Thread("t-1", "r-1", "", None, T0, T0)) is True
     assert pool.log[0].endswith('WHERE id = :id AND "resourceId" = :resource_id')
     assert pool.params[1]["title"] == EMPTY_STRING_SENTINEL and pool.params[1]["created_at"].startswith("20")

@@ -141,7 +141,7 @@ def test_iteration_covers_workmem_and_mastra_records_in_codepoint_order(
         after: str | None = None
         pages = 0
         while True:
-            page: RecordPage[Thread] = await store.thread_page(after, limit=4)
+            page: RecordPage[Thread] = await store.threads_after(after, limit=4)
             assert all(isinstance(t, Thread) for t in page.records)
             seen += [t.id for t in page.records]
             unreadable += page.unreadable
@@ -174,12 +174,12 @@ def test_records_written_between_pages_by_mastra_are_found_by_the_next_iteration
 ) -> None:
     async def scenario(store: Store) -> None:
         await store.save_thread(Thread("m", "r", "", None, T0, T0))
-        first = await store.thread_page(None, limit=1)
+        first = await store.threads_after(None, limit=1)
         assert [t.id for t in first.records] == ["m"] and first.next_after == "m"
         # Written by another program mid-iteration, after the first page: may or may not appear now ...
         raw.set(upstash_prefix + "mastra_threads:id:z", mastra_thread("z", "r"))
         raw.set(upstash_prefix + "mastra_threads:id:a", mastra_thread("a", "r"))
-        rest = await store.thread_page(first.next_after, limit=10)
+        rest = await store.threads_after(first.next_after, limit=10)
         assert "a" not in [t.id for t in rest.records]  # before the keyset position: never twice, never now
         # ... and is in every iteration that starts after it was written.
         assert [t.id for t in await store.all("threads", 1)] == ["a", "m", "z"]
@@ -198,7 +198,7 @@ def test_iteration_while_others_insert_and_delete_returns_every_lasting_record_o
             after: str | None = None
             step = 0
             while True:
-                page = await store.thread_page(after, limit=7)
+                page = await store.threads_after(after, limit=7)
                 seen += [t.id for t in page.records]
                 # Between pages another connection inserts before and after the position, and deletes.
                 other.save_thread(Thread(churn[step], "r9", "", None, T0, T0))
@@ -294,18 +294,18 @@ def test_replace_thread_only_for_its_owner(api: Api, upstash_url: str, upstash_p
         await store.save_thread(Thread("t", "owner", "old", {"a": 1}, T0, T0))
         later = T0 + timedelta(days=2, milliseconds=5)
         new = Thread("t", "owner", "new", {"b": [1]}, T0 - timedelta(days=1), later)
-        assert await store.replace_thread(new) is True
+        assert await store.restore_thread(new) is True
         assert await store.get_thread("t") == new
         listed = await store.list_threads("owner", order_by="updated_at")
         assert [t.id for t in listed.threads] == ["t"]
         score = raw.zscore(p + "workmem:thread_index:updated_at:owner", "t")
         assert score == int(later.timestamp() * 1000)
-        assert await store.replace_thread(Thread("t", "thief", "x", None, T0, T0)) is False
+        assert await store.restore_thread(Thread("t", "thief", "x", None, T0, T0)) is False
         assert await store.get_thread("t") == new
-        assert await store.replace_thread(Thread("missing", "owner", "x", None, T0, T0)) is False
+        assert await store.restore_thread(Thread("missing", "owner", "x", None, T0, T0)) is False
         assert await store.get_thread("missing") is None
         # A Mastra document: replaced, the fields workmem does not know kept.
-        assert await store.replace_thread(Thread("ts", "owner", "via workmem", None, T0, T0)) is True
+        assert await store.restore_thread(Thread("ts", "owner", "via workmem", None, T0, T0)) is True
         doc = json.loads(raw.get(p + "mastra_threads:id:ts"))
         assert doc["title"] == "via workmem" and doc["lastMessageAt"] == "2025-01-03T00:00:00.000Z"
         assert doc["createdAt"] == doc["updatedAt"] == "2025-01-02T03:04:05.678Z"
@@ -318,8 +318,8 @@ def test_reindex_adds_mastra_ids_to_the_id_sets(upstash_url: str, upstash_prefix
     raw.set(upstash_prefix + "mastra_resources:res", mastra_resource("res"))
     with workmem.connect(upstash_url) as store:
         assert isinstance(store, UpstashStorage)
-        assert store.thread_page("") == RecordPage((), (), None)  # not from the start: only the id set is read
+        assert store.threads_after("") == RecordPage((), (), None)  # not from the start: only the id set is read
         result = store.reindex()
         assert (result.threads, result.removed) == (1, 0)
-        assert [t.id for t in store.thread_page("").records] == ["ts-1"]
-        assert [r.id for r in store.resource_page("").records] == ["res"]
+        assert [t.id for t in store.threads_after("").records] == ["ts-1"]
+        assert [r.id for r in store.resources_after("").records] == ["res"]
