@@ -7,7 +7,7 @@ import uuid
 from typing import Any, ClassVar
 
 import workmem
-from workmem.adapters.reference import InMemoryStorage
+from workmem.adapters.reference import ReferenceStorage
 from workmem.conformance import PROFILES, run
 
 _WRITES = (
@@ -23,7 +23,7 @@ _WRITES = (
 _READS = ("get_resource", "list_threads")
 
 
-class WatchedStorage(InMemoryStorage):
+class WatchedStorage(ReferenceStorage):
     """The reference adapter claiming persistence (its connections share one named store), logging its calls."""
 
     capabilities = workmem.Capabilities(cross_process_atomic=False, persistent=True)
@@ -36,7 +36,7 @@ class WatchedStorage(InMemoryStorage):
 
 
 def _logged(name: str, kind: str) -> Any:
-    method = getattr(InMemoryStorage, name)
+    method = getattr(ReferenceStorage, name)
 
     def call(self: WatchedStorage, *args: Any, **kwargs: Any) -> Any:
         self.log.append((kind, self.serial))
@@ -47,7 +47,7 @@ def _logged(name: str, kind: str) -> Any:
 
 def _close(self: WatchedStorage) -> None:
     self.log.append(("close", self.serial))
-    InMemoryStorage.close(self)
+    ReferenceStorage.close(self)
 
 
 WatchedStorage.close = _close  # type: ignore[method-assign]
@@ -60,7 +60,7 @@ for _name in _READS:
 def test_each_reopen_is_read_back_through_the_new_connection_and_never_repeats_an_unwritten_state() -> None:
     WatchedStorage.log.clear()
     name = f"watched-{uuid.uuid4().hex}"
-    report = run(lambda: WatchedStorage(name), profile=PROFILES["ci"], only=["stateful"])
+    report = run(lambda: WatchedStorage(name), profile=PROFILES["standard"], only=["stateful"])
     assert report.passed, report.format_failures()
     log = WatchedStorage.log
     # The machine's two connections are opened one after the other (the runner may open one and close it first).
