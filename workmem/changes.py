@@ -21,6 +21,8 @@ from workmem.timestamps import normalize
 from workmem.validation import dump_json, json_object_text
 
 __all__ = [
+    "ResourceChange",
+    "ThreadChange",
     "memory_given",
     "merge_document",
     "replaced_thread",
@@ -38,59 +40,78 @@ def shallow(old: dict[str, Any] | None, new: dict[str, Any] | Unset | None) -> d
     return {**(old or {}), **new}
 
 
-def updated_resource(
-    old: Resource | None,
-    resource_id: str,
-    working_memory: str | Unset | None,
-    metadata: dict[str, Any] | Unset | None,
-    now: datetime,
-    max_chars: int | None = None,
-) -> Resource:
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResourceChange:
+    """An ``update_resource`` as the operation checked it: what :meth:`StorageHooks._update_resource` applies.
+
+    ``working_memory``: ``UNSET`` keeps the stored one, ``None`` clears it. ``metadata``: merged
+    shallowly (``UNSET`` or ``None`` keeps it). ``max_chars``: the size limit on a working memory
+    given, decided against the stored one in the hook's atomic step (:func:`updated_resource`).
+    """
+
+    working_memory: str | Unset | None
+    metadata: dict[str, Any] | Unset | None
+    now: datetime
+    max_chars: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ThreadChange:
+    """An ``update_thread`` as the operation checked it: what :meth:`StorageHooks._update_thread` applies.
+
+    ``title``: ``UNSET`` keeps the stored one. ``metadata``: merged shallowly. ``owner``: when not
+    ``None``, the thread must be that resource's at the moment of the write
+    (:class:`~workmem.errors.ThreadOwnershipError` otherwise). ``max_chars``: the size limit on a
+    ``workingMemory`` string in ``metadata``, decided in the same atomic step (:func:`updated_thread`).
+    """
+
+    title: str | Unset
+    metadata: dict[str, Any] | Unset | None
+    now: datetime
+    owner: str | None = None
+    max_chars: int | None = None
+
+
+def updated_resource(old: Resource | None, resource_id: str, change: ResourceChange) -> Resource:
     """The resource after ``update_resource`` (created when ``old`` is ``None``).
 
-    With ``max_chars``, a working memory given is checked against the one it replaces
+    With ``change.max_chars``, a working memory given is checked against the one it replaces
     (:func:`workmem.limits.check_limit`) before anything is built.
     """
+    now, working_memory = change.now, change.working_memory
     if old is None:
         old = Resource(resource_id, None, None, now, now)
     if isinstance(working_memory, str):
-        check_limit(len(working_memory), text_size(old.working_memory), max_chars)
+        check_limit(len(working_memory), text_size(old.working_memory), change.max_chars)
     return dataclasses.replace(
         old,
         working_memory=old.working_memory if isinstance(working_memory, Unset) else working_memory,
-        metadata=shallow(old.metadata, metadata),
+        metadata=shallow(old.metadata, change.metadata),
         updated_at=now,
     )
 
 
-def updated_thread(
-    old: Thread,
-    title: str | Unset,
-    metadata: dict[str, Any] | Unset | None,
-    now: datetime,
-    owner: str | None = None,
-    max_chars: int | None = None,
-) -> Thread:
+def updated_thread(old: Thread, change: ThreadChange) -> Thread:
     """The thread after ``update_thread``.
 
     A new ``title`` was validated by the caller; a kept one is taken as stored (another
     program may have stored a longer one). The merged metadata is checked whole (its size limit).
-    An ``owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see :func:`workmem.arguments.check_owner`).
-    With ``max_chars``, a working memory given in ``metadata`` is checked against the one it
-    replaces (:func:`workmem.limits.check_limit`).
+    A ``change.owner`` that is not ``old``'s raises :class:`ThreadOwnershipError` (see
+    :func:`workmem.arguments.check_owner`). With ``change.max_chars``, a working memory given in
+    ``metadata`` is checked against the one it replaces (:func:`workmem.limits.check_limit`).
     """
-    check_owner(old, owner)
-    memory = memory_given(metadata)
+    check_owner(old, change.owner)
+    memory = memory_given(change.metadata)
     if memory is not None:
-        check_limit(len(memory), text_size(thread_working_memory(old.metadata)), max_chars)
-    merged = shallow(old.metadata, metadata)
+        check_limit(len(memory), text_size(thread_working_memory(old.metadata)), change.max_chars)
+    merged = shallow(old.metadata, change.metadata)
     return trusted_thread(
         old.id,
         old.resource_id,
-        old.title if isinstance(title, Unset) else title,
+        old.title if isinstance(change.title, Unset) else change.title,
         None if merged is None else validate_thread_metadata(merged),
         old.created_at,
-        normalize(now),
+        normalize(change.now),
     )
 
 
@@ -132,4 +153,4 @@ def merge_document(
 
 def with_thread_memory(thread: Thread, text: str, now: datetime) -> Thread:
     """``thread`` with its working memory replaced by ``text``."""
-    return updated_thread(thread, thread.title, {WORKING_MEMORY_KEY: text}, now)
+    return updated_thread(thread, ThreadChange(thread.title, {WORKING_MEMORY_KEY: text}, now))

@@ -22,11 +22,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from workmem.errors import UnreadableRecordError
-from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
+from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage
 from workmem.validation import dump_json
+
+if TYPE_CHECKING:  # workmem.changes imports this module (through workmem.arguments)
+    from workmem.changes import ResourceChange, ThreadChange
 
 __all__ = [
     "HOOK_NAMES",
@@ -130,19 +133,11 @@ class StorageHooks(ABC):
         """Create ``resource`` or replace it whole, timestamps as given; return what is stored."""
 
     @abstractmethod
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         """:func:`workmem.changes.updated_resource` applied to the stored resource (or none), atomically.
 
-        With ``max_chars`` (and a working memory given), the size limit is decided on the
-        stored working memory in the same atomic step (``updated_resource(..., max_chars)``
+        With ``change.max_chars`` (and a working memory given), the size limit is decided on the
+        stored working memory in the same atomic step (``updated_resource(old, resource_id, change)``
         under the lock, or in the compare-and-set), never on an earlier read.
         """
 
@@ -159,26 +154,17 @@ class StorageHooks(ABC):
         """Insert ``thread``, or :func:`workmem.changes.replaced_thread` of the stored one, atomically."""
 
     @abstractmethod
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         """:func:`workmem.changes.updated_thread` applied to the stored thread, atomically.
 
-        :class:`~workmem.errors.ThreadNotFoundError` when there is none. With an
-        ``owner``, the write is conditioned on it in the same atomic step: a thread
+        :class:`~workmem.errors.ThreadNotFoundError` when there is none. With a
+        ``change.owner``, the write is conditioned on it in the same atomic step: a thread
         that another resource owns at that moment raises
         :class:`~workmem.errors.ThreadOwnershipError` and is left as it is (checking
         first and writing by id after would let a thread deleted and re-created under
-        another owner in between take the write). With ``max_chars`` (and a
-        ``workingMemory`` string in ``metadata``), the size limit is decided in that
-        same step too (``updated_thread(..., max_chars=...)``).
+        another owner in between take the write). With ``change.max_chars`` (and a
+        ``workingMemory`` string in ``change.metadata``), the size limit is decided in that
+        same step too (``updated_thread(old, change)``).
         """
 
     @abstractmethod

@@ -53,7 +53,8 @@ And the contract itself, so that an adapter imports this module and
   :func:`~workmem.timestamps.normalize`, :func:`~workmem.timestamps.utc_now`.
 * **The rules of a change, written once** -- :func:`check_owner` (the one owner
   rule: call it on the stored thread inside the atomic step; the change rules
-  below call it too), :func:`~workmem.changes.updated_thread`,
+  below call it too), the hooks' update arguments :class:`~workmem.changes.ThreadChange` and
+  :class:`~workmem.changes.ResourceChange`, :func:`~workmem.changes.updated_thread`,
   :func:`~workmem.changes.updated_resource`, :func:`~workmem.changes.replaced_thread`,
   :func:`~workmem.changes.merge_document`, :func:`~workmem.changes.with_thread_memory`,
   :func:`~workmem.changes.memory_given`, :func:`~workmem.changes.shallow`,
@@ -78,6 +79,8 @@ from workmem.arguments import (
     thread_working_memory_to_merge,
 )
 from workmem.changes import (
+    ResourceChange,
+    ThreadChange,
     memory_given,
     merge_document,
     replaced_thread,
@@ -136,10 +139,12 @@ __all__ = [
     "OrderBy",
     "RecordPage",
     "Resource",
+    "ResourceChange",
     "ScopeTarget",
     "Secret",
     "StorageHooks",
     "Thread",
+    "ThreadChange",
     "ThreadPage",
     "ThreadedAsyncStorage",
     "Unset",

@@ -22,6 +22,7 @@ from workmem.arguments import (
     check_thread_update,
     thread_working_memory,
 )
+from workmem.changes import ResourceChange, ThreadChange
 from workmem.errors import ValidationError
 from workmem.hooks import CheckedPatch, StorageHooks
 from workmem.limits import check_max_chars
@@ -95,7 +96,7 @@ async def update_resource(
     validate_id(resource_id, "resource id")
     checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
     limit = check_max_chars(max_chars)
-    return await hooks._update_resource(resource_id, checked_memory, checked_metadata, utc_now(), max_chars=limit)
+    return await hooks._update_resource(resource_id, ResourceChange(checked_memory, checked_metadata, utc_now(), limit))
 
 
 async def get_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None) -> Thread | None:
@@ -128,9 +129,7 @@ async def update_thread(
     owner = None if resource_id is None else validate_id(resource_id, "resource id")
     checked_title, checked_metadata = check_thread_update(title, metadata)
     limit = check_max_chars(max_chars)
-    return await hooks._update_thread(
-        thread_id, checked_title, checked_metadata, utc_now(), owner=owner, max_chars=limit
-    )
+    return await hooks._update_thread(thread_id, ThreadChange(checked_title, checked_metadata, utc_now(), owner, limit))
 
 
 async def delete_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None = None) -> bool:
@@ -179,13 +178,14 @@ async def set_working_memory(
     limit = check_max_chars(max_chars)
     if target.scope == "resource":
         assert target.resource_id is not None
-        await hooks._update_resource(target.resource_id, content, UNSET, utc_now(), max_chars=limit)
+        await hooks._update_resource(target.resource_id, ResourceChange(content, UNSET, utc_now(), limit))
         return
     assert target.thread_id is not None
     _, metadata = check_thread_update(UNSET, {WORKING_MEMORY_KEY: content})
     # The owner (and the size limit) are checked by the write itself: the thread may be deleted and its id
     # re-created under another resource, or its memory rewritten, between any read and the write.
-    await hooks._update_thread(target.thread_id, UNSET, metadata, utc_now(), owner=target.resource_id, max_chars=limit)
+    change = ThreadChange(UNSET, metadata, utc_now(), target.resource_id, limit)
+    await hooks._update_thread(target.thread_id, change)
 
 
 async def merge_working_memory(

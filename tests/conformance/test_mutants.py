@@ -40,7 +40,14 @@ from workmem.arguments import (
     thread_working_memory,
     thread_working_memory_to_merge,
 )
-from workmem.changes import merge_document, updated_resource, updated_thread, with_thread_memory
+from workmem.changes import (
+    ResourceChange,
+    ThreadChange,
+    merge_document,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.conformance import PROFILES, Report, run
 from workmem.conformance.apis import APIS, Api
 from workmem.conformance.processes import spawn
@@ -156,7 +163,9 @@ def _merge_in_store(
             assert target.resource_id is not None
             old = store.resources.get(target.resource_id)
             merged, text = _limited(merge, None if old is None else old.working_memory, max_chars)
-            store.resources[target.resource_id] = updated_resource(old, target.resource_id, text, UNSET, now)
+            store.resources[target.resource_id] = updated_resource(
+                old, target.resource_id, ResourceChange(text, UNSET, now)
+            )
             return merged
         assert target.thread_id is not None
         thread = store.threads.get(target.thread_id)
@@ -204,12 +213,11 @@ class RacyMerge(ReferenceHooks):
         merged: dict[str, Any] = workmem.apply_merge_patch(parse_json_object(current), patch)
         if target.scope == "resource":
             assert target.resource_id is not None
-            await self._update_resource(target.resource_id, dump_json(merged), UNSET, now)
+            await self._update_resource(target.resource_id, ResourceChange(dump_json(merged), UNSET, now))
         else:
             assert target.thread_id is not None
-            await self._update_thread(
-                target.thread_id, UNSET, {WORKING_MEMORY_KEY: dump_json(merged)}, now, owner=target.resource_id
-            )
+            change = ThreadChange(UNSET, {WORKING_MEMORY_KEY: dump_json(merged)}, now, target.resource_id)
+            await self._update_thread(target.thread_id, change)
         return merged
 
 
@@ -247,20 +255,11 @@ class ShallowMerge(ReferenceHooks):
 class ScopeLeak(ReferenceHooks):
     """A thread-scope write also lands on the owning resource's working memory."""
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        thread = await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
-        memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        thread = await super()._update_thread(thread_id, change)
+        memory = change.metadata.get(WORKING_MEMORY_KEY) if isinstance(change.metadata, dict) else None
         if isinstance(memory, str):
-            await self._update_resource(thread.resource_id, memory, UNSET, now)
+            await self._update_resource(thread.resource_id, ResourceChange(memory, UNSET, change.now))
         return thread
 
 
@@ -289,16 +288,8 @@ class OffByOnePages(ReferenceHooks):
 class CreatedAtReset(ReferenceHooks):
     """update_resource stamps created_at with now as well."""
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        updated = await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        updated = await super()._update_resource(resource_id, change)
         return await self._save_resource(dataclasses.replace(updated, created_at=updated.updated_at))
 
 
@@ -348,16 +339,10 @@ class IntsBecomeFloats(ReferenceHooks):
     async def _save_resource(self, resource: Resource) -> Resource:
         return await super()._save_resource(dataclasses.replace(resource, metadata=_floats(resource.metadata)))
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        return await super()._update_resource(resource_id, working_memory, _floats(metadata), now, max_chars=max_chars)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        return await super()._update_resource(
+            resource_id, dataclasses.replace(change, metadata=_floats(change.metadata))
+        )
 
     async def _create_thread(self, thread: Thread) -> Thread:
         return await super()._create_thread(dataclasses.replace(thread, metadata=_floats(thread.metadata)))
@@ -365,17 +350,8 @@ class IntsBecomeFloats(ReferenceHooks):
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         return await super()._save_thread(dataclasses.replace(thread, metadata=_floats(thread.metadata)), now)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        return await super()._update_thread(thread_id, title, _floats(metadata), now, owner=owner, max_chars=max_chars)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        return await super()._update_thread(thread_id, dataclasses.replace(change, metadata=_floats(change.metadata)))
 
     async def _merge_working_memory(
         self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
@@ -513,18 +489,9 @@ class CheckThenWrite(ReferenceHooks):
             check_owner(old, owner)
             await self._pause(0.002)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        await self._checked(thread_id, owner)
-        return await super()._update_thread(thread_id, title, metadata, now, owner=None, max_chars=max_chars)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        await self._checked(thread_id, change.owner)
+        return await super()._update_thread(thread_id, dataclasses.replace(change, owner=None))
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         await self._checked(thread_id, owner)
@@ -534,17 +501,8 @@ class CheckThenWrite(ReferenceHooks):
 class OwnerIgnored(ReferenceHooks):
     """update_thread / delete_thread ignore the owner they are given: another resource's thread is written."""
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        return await super()._update_thread(thread_id, title, metadata, now, owner=None, max_chars=max_chars)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        return await super()._update_thread(thread_id, dataclasses.replace(change, owner=None))
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         return await super()._delete_thread(thread_id, owner=None)
@@ -583,31 +541,14 @@ class ReplaceLimitOnStaleRead(ReferenceHooks):
             check_limit(len(text), text_size(await _stored_memory(self, target)), max_chars)
             await self._pause(0.002)
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        await self._stale_check(ScopeTarget("resource", resource_id, None), working_memory, max_chars)
-        return await super()._update_resource(resource_id, working_memory, metadata, now)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        await self._stale_check(ScopeTarget("resource", resource_id, None), change.working_memory, change.max_chars)
+        return await super()._update_resource(resource_id, dataclasses.replace(change, max_chars=None))
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        memory = metadata.get(WORKING_MEMORY_KEY) if isinstance(metadata, dict) else None
-        await self._stale_check(ScopeTarget("thread", owner, thread_id), memory, max_chars)
-        return await super()._update_thread(thread_id, title, metadata, now, owner=owner)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        memory = change.metadata.get(WORKING_MEMORY_KEY) if isinstance(change.metadata, dict) else None
+        await self._stale_check(ScopeTarget("thread", change.owner, thread_id), memory, change.max_chars)
+        return await super()._update_thread(thread_id, dataclasses.replace(change, max_chars=None))
 
 
 class LimitCountsBytes(ReferenceHooks):
@@ -677,17 +618,9 @@ class StaleReadCache(ReferenceHooks):
     async def _get_thread(self, thread_id: str) -> Thread | None:
         return await self._cached("t:" + thread_id, lambda: ReferenceHooks._get_thread(self, thread_id))  # type: ignore[no-any-return]
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         self._forget("r:" + resource_id)
-        return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+        return await super()._update_resource(resource_id, change)
 
     async def _create_thread(self, thread: Thread) -> Thread:
         self._forget("t:" + thread.id)
@@ -697,18 +630,9 @@ class StaleReadCache(ReferenceHooks):
         self._forget("t:" + thread.id)
         return await super()._save_thread(thread, now)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         self._forget("t:" + thread_id)
-        return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
+        return await super()._update_thread(thread_id, change)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         self._forget("t:" + thread_id)
@@ -779,11 +703,11 @@ class SplitConnectionMerge(ReferenceHooks):
         merged, text = merge_document(current, patch, max_chars)
         if target.scope == "resource":
             assert target.resource_id is not None
-            await self._update_resource(target.resource_id, text, UNSET, now)
+            await self._update_resource(target.resource_id, ResourceChange(text, UNSET, now))
         else:
             assert target.thread_id is not None
             await self._update_thread(
-                target.thread_id, UNSET, {WORKING_MEMORY_KEY: text}, now, owner=target.resource_id
+                target.thread_id, ThreadChange(UNSET, {WORKING_MEMORY_KEY: text}, now, target.resource_id)
             )
         return merged
 
@@ -844,36 +768,19 @@ class ParseCacheAliases(ReferenceHooks):
         with self._store.lock:
             return self._held("t:" + thread_id, self._store.threads.get(thread_id))
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         with self._store.lock:
             old = self._held("r:" + resource_id, self._store.resources.get(resource_id))
-            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
+            new = updated_resource(old, resource_id, change)
             self._store.resources[resource_id] = new
             return new
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         with self._store.lock:
             old = self._held("t:" + thread_id, self._store.threads.get(thread_id))
             if old is None:
                 raise workmem.ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, now, owner, max_chars)
+            new = updated_thread(old, change)
             self._store.threads[thread_id] = new
             return new
 
@@ -1343,36 +1250,19 @@ def _deep(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 class DeepMetadataMerge(ReferenceHooks):
     """update_resource/update_thread merge nested metadata objects deeply instead of shallowly."""
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         with self._store.lock:
             old = self._store.resources.get(resource_id)
-            if old is not None and old.metadata and isinstance(metadata, dict):
-                metadata = _deep(old.metadata, metadata)
-            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+            if old is not None and old.metadata and isinstance(change.metadata, dict):
+                change = dataclasses.replace(change, metadata=_deep(old.metadata, change.metadata))
+            return await super()._update_resource(resource_id, change)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         with self._store.lock:
             old = self._store.threads.get(thread_id)
-            if old is not None and old.metadata and isinstance(metadata, dict):
-                metadata = _deep(old.metadata, metadata)
-            return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
+            if old is not None and old.metadata and isinstance(change.metadata, dict):
+                change = dataclasses.replace(change, metadata=_deep(old.metadata, change.metadata))
+            return await super()._update_thread(thread_id, change)
 
 
 def _nfc(value: Any) -> Any:
@@ -1526,7 +1416,7 @@ class CharLimitIds(ReferenceHooks):
         if not _long(resource_id):
             return await operations.update_resource(self, resource_id, working_memory, metadata)
         checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
-        return await self._update_resource(resource_id, checked_memory, checked_metadata, utc_now())
+        return await self._update_resource(resource_id, ResourceChange(checked_memory, checked_metadata, utc_now()))
 
     @door
     async def list_threads(
@@ -1566,38 +1456,21 @@ class PartialWrite(ReferenceHooks):
 class RacyMetadata(ReferenceHooks):
     """Metadata updates read the record, pause, then write the merged whole back."""
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        if not isinstance(metadata, dict):
-            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        if not isinstance(change.metadata, dict):
+            return await super()._update_resource(resource_id, change)
         old = await self._get_resource(resource_id)
         await self._pause(0.002)
-        return await self._save_resource(updated_resource(old, resource_id, working_memory, metadata, now, max_chars))
+        return await self._save_resource(updated_resource(old, resource_id, change))
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        if not isinstance(metadata, dict):
-            return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        if not isinstance(change.metadata, dict):
+            return await super()._update_thread(thread_id, change)
         old = await self._get_thread(thread_id)
         if old is None:
             raise workmem.ThreadNotFoundError(thread_id)
         await self._pause(0.002)
-        new = updated_thread(old, title, metadata, now, owner, max_chars)
+        new = updated_thread(old, change)
         with self._store.lock:
             self._store.threads[thread_id] = new
         return new
@@ -1608,25 +1481,16 @@ class SeparateMetadataLock(ReferenceHooks):
 
     _metadata_lock = _SpinLock()  # shared by every connection: update_thread alone is atomic
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        if not isinstance(metadata, dict):
-            return await super()._update_thread(thread_id, title, metadata, now, owner=owner, max_chars=max_chars)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        if not isinstance(change.metadata, dict):
+            return await super()._update_thread(thread_id, change)
         await self._metadata_lock.acquire(self)
         try:
             old = await self._get_thread(thread_id)
             if old is None:
                 raise workmem.ThreadNotFoundError(thread_id)
             await self._pause(0.002)
-            new = updated_thread(old, title, metadata, now, owner, max_chars)
+            new = updated_thread(old, change)
             with self._store.lock:
                 self._store.threads[thread_id] = new
             return new

@@ -13,7 +13,7 @@ from workmem.adapters.sql import Statement, identifier
 from workmem.adapters.sql.dialect import placeholder_names
 from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row, thread_from_row
 from workmem.arguments import check_list_args
-from workmem.changes import merge_document, updated_resource
+from workmem.changes import ResourceChange, merge_document, updated_resource
 from workmem.hooks import ScopeTarget
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
@@ -150,8 +150,8 @@ def test_key_reads_are_the_select_by_id_rendered_once(dialect: SQLiteDialect | P
 def test_changes_follow_the_contract() -> None:
     old = Resource("r", "keep", {"a": 1, "b": 2}, T0, T0)
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    assert updated_resource(old, "r", UNSET, {"b": None, "c": 3}, now) == Resource(
+    assert updated_resource(old, "r", ResourceChange(UNSET, {"b": None, "c": 3}, now)) == Resource(
         "r", "keep", {"a": 1, "b": None, "c": 3}, T0, now
     )
-    assert updated_resource(None, "r", None, None, now) == Resource("r", None, None, now, now)
+    assert updated_resource(None, "r", ResourceChange(None, None, now)) == Resource("r", None, None, now, now)
     assert merge_document("  ", {"a": {"b": None}}) == ({"a": {}}, '{"a":{}}')

@@ -34,6 +34,7 @@ from workmem.adapters.mongodb.documents import (
     to_plain,
 )
 from workmem.adapters.mongodb.storage import MongoStorage
+from workmem.changes import ResourceChange, ThreadChange
 from workmem.errors import BackendUnavailableError
 from workmem.records import Resource, Thread
 from workmem.registry import resolve
@@ -200,10 +201,10 @@ def test_update_documents_derive_from_the_change_rules() -> None:
     assert resource_upsert("r", UNSET, T0)["$setOnInsert"] == {"workingMemory": None, "metadata": None, "createdAt": T0}
     stored = {"id": "r", "workingMemory": {"sub": "document"}, "metadata": '{"a":1}', "createdAt": T0, REV: 4}
     later = T0.replace(year=2026)
-    new, fields = resource_rewrite(stored, "r", UNSET, {"b": 2}, later)
+    new, fields = resource_rewrite(stored, "r", ResourceChange(UNSET, {"b": 2}, later))
     assert fields == {"updatedAt": later, "metadata": '{"a":1,"b":2}', REV: 5}  # workingMemory left as stored
     assert (new.metadata, new.created_at, new.updated_at) == ({"a": 1, "b": 2}, T0, later)
-    assert resource_rewrite(None, "r", "x", UNSET, later)[1] == {
+    assert resource_rewrite(None, "r", ResourceChange("x", UNSET, later))[1] == {
         "workingMemory": "x",
         "metadata": None,
         "createdAt": later,
@@ -219,16 +220,16 @@ def test_update_documents_derive_from_the_change_rules() -> None:
         "metadata": {"when": T0, "oid": ObjectId()},
         "createdAt": T0,
     }
-    new_thread, thread_fields = thread_rewrite(thread_doc, UNSET, {"k": 1}, later)
+    new_thread, thread_fields = thread_rewrite(thread_doc, ThreadChange(UNSET, {"k": 1}, later))
     assert thread_fields["metadata"] == {**thread_doc["metadata"], "k": 1}  # stored BSON values keep their types
     assert "title" not in thread_fields and thread_fields[REV] == 1
     assert new_thread.metadata is not None and new_thread.metadata["when"] == "2025-01-02T03:04:05.678Z"
     with pytest.raises(ValidationError):  # the rule checks the merged metadata whole
         thread_rewrite(
             thread_doc,
-            UNSET,
-            {"big": "x" * (MAX_TEXT_BYTES // 2 + 10), "big2": "y" * (MAX_TEXT_BYTES // 2 + 10)},
-            later,
+            ThreadChange(
+                UNSET, {"big": "x" * (MAX_TEXT_BYTES // 2 + 10), "big2": "y" * (MAX_TEXT_BYTES // 2 + 10)}, later
+            ),
         )
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import urlsplit
 
+from workmem.changes import ResourceChange, ThreadChange
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
 from workmem.kit import (
     AsyncMemoryStorage,
@@ -156,19 +157,9 @@ class ReferenceHooks(StorageHooks):
             self._store.resources[resource.id] = private_copy(resource)
         return resource
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         with self._store.lock:
-            new = updated_resource(
-                self._store.resources.get(resource_id), resource_id, working_memory, metadata, now, max_chars
-            )
+            new = updated_resource(self._store.resources.get(resource_id), resource_id, change)
             self._store.resources[resource_id] = new
         return private_copy(new)
 
@@ -192,18 +183,9 @@ class ReferenceHooks(StorageHooks):
             self._store.threads[thread.id] = new
         return private_copy(new)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         with self._store.lock:
-            new = updated_thread(self._locked_thread(thread_id), title, metadata, now, owner, max_chars)
+            new = updated_thread(self._locked_thread(thread_id), change)
             self._store.threads[thread_id] = new
         return private_copy(new)
 
@@ -270,7 +252,7 @@ class ReferenceHooks(StorageHooks):
                 old = self._store.resources.get(target.resource_id)
                 merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
                 self._store.resources[target.resource_id] = updated_resource(
-                    old, target.resource_id, text, Unset.UNSET, now
+                    old, target.resource_id, ResourceChange(text, Unset.UNSET, now)
                 )
                 return merged
             assert target.thread_id is not None

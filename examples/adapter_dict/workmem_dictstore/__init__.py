@@ -31,10 +31,11 @@ from workmem.kit import (
     MemoryStorage,
     RecordPage,
     Resource,
+    ResourceChange,
     ScopeTarget,
     Thread,
+    ThreadChange,
     ThreadPage,
-    Unset,
     check_create,
     check_options,
     check_owner,
@@ -103,20 +104,10 @@ class DictStorage(MemoryStorage):
             store.resources[resource.id] = private_copy(resource)  # the caller may edit its record after the call
         return resource
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         store = self._open_store()
-        with store.lock:  # read, build the new record, write: one step under the lock
-            new = updated_resource(
-                store.resources.get(resource_id), resource_id, working_memory, metadata, now, max_chars
-            )
+        with store.lock:  # read, build the new record, write: one step under the lock (change.max_chars too)
+            new = updated_resource(store.resources.get(resource_id), resource_id, change)
             store.resources[resource_id] = new
         return private_copy(new)
 
@@ -143,22 +134,13 @@ class DictStorage(MemoryStorage):
             store.threads[thread.id] = new
         return private_copy(new)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         store = self._open_store()
         with store.lock:  # updated_thread refuses a thread another owner holds now (ThreadOwnershipError)
             old = store.threads.get(thread_id)
             if old is None:
                 raise ThreadNotFoundError(thread_id)
-            new = updated_thread(old, title, metadata, now, owner, max_chars)
+            new = updated_thread(old, change)
             store.threads[thread_id] = new
         return private_copy(new)
 
@@ -231,7 +213,9 @@ class DictStorage(MemoryStorage):
                 assert target.resource_id is not None
                 old = store.resources.get(target.resource_id)
                 merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
-                store.resources[target.resource_id] = updated_resource(old, target.resource_id, text, UNSET, now)
+                store.resources[target.resource_id] = updated_resource(
+                    old, target.resource_id, ResourceChange(text, UNSET, now)
+                )
                 return merged
             assert target.thread_id is not None
             thread = store.threads.get(target.thread_id)

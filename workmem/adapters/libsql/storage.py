@@ -72,6 +72,7 @@ from urllib.parse import quote
 
 from workmem.adapters.sql import Attempt, KeyRead, Result, SqlHooks, Statement
 from workmem.adapters.sql.rows import resource_from_row
+from workmem.changes import ResourceChange
 from workmem.errors import (
     BackendUnavailableError,
     StorageClosedError,
@@ -547,24 +548,17 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
 
     # -- writes SQLite does in fewer steps than the generic SQL flow -----------------------
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        working_memory, metadata = change.working_memory, change.metadata
         if (
             isinstance(working_memory, Unset)
             or not (metadata is None or isinstance(metadata, Unset))
-            or (max_chars is not None and working_memory is not None)
+            or (change.max_chars is not None and working_memory is not None)
         ):
             # A metadata merge (or a mere touch), or a size limit to check: read, decide, write in one transaction.
-            return await super()._update_resource(resource_id, working_memory, metadata, now, max_chars=max_chars)
+            return await super()._update_resource(resource_id, change)
         # Working memory replaced, nothing merged: one upsert, atomic by itself, returning the row (as on PostgreSQL).
-        statement = self.dialect.store_working_memory(resource_id, working_memory, now, returning=True)
+        statement = self.dialect.store_working_memory(resource_id, working_memory, change.now, returning=True)
         return resource_from_row((await self._execute(statement)).rows[0])
 
     def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:

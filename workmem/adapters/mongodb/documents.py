@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from workmem.changes import replaced_thread, shallow, updated_resource, updated_thread
+from workmem.changes import ResourceChange, ThreadChange, replaced_thread, shallow, updated_resource, updated_thread
 from workmem.errors import UnreadableRecordError
 from workmem.records import UNSET, Direction, OrderBy, Resource, Thread, Unset, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize, to_iso
@@ -306,7 +306,7 @@ def resource_upsert(resource_id: str, working_memory: str | Unset | None, now: d
     document a missing id gets; its ``updatedAt`` and a given ``workingMemory``
     are also what the rule sets on a stored one (which keeps its metadata).
     """
-    fresh = resource_document(updated_resource(None, resource_id, working_memory, UNSET, now))
+    fresh = resource_document(updated_resource(None, resource_id, ResourceChange(working_memory, UNSET, now)))
     changed = _resource_fields(working_memory, UNSET)
     return {
         "$set": {key: fresh[key] for key in changed},
@@ -316,27 +316,23 @@ def resource_upsert(resource_id: str, working_memory: str | Unset | None, now: d
 
 
 def resource_rewrite(
-    old: Mapping[str, Any] | None,
-    resource_id: str,
-    working_memory: str | Unset | None,
-    metadata: dict[str, Any] | Unset | None,
-    now: datetime,
-    max_chars: int | None = None,
+    old: Mapping[str, Any] | None, resource_id: str, change: ResourceChange
 ) -> tuple[Resource, Document]:
     """:func:`~workmem.changes.updated_resource` on the stored document ``old`` (``None``: none is stored).
 
     Returns the new resource and the fields to write: without ``old`` the whole
     document (revision 1) to insert; else the fields the update changes and the
     next revision, to ``$set`` where :func:`cas_filter` of ``old`` still matches.
-    ``max_chars`` is checked on ``old`` (raises before anything is written).
+    ``change.max_chars`` is checked on ``old`` (raises before anything is written).
     """
-    new = updated_resource(
-        None if old is None else resource_from_document(old), resource_id, working_memory, metadata, now, max_chars
-    )
+    new = updated_resource(None if old is None else resource_from_document(old), resource_id, change)
     document = resource_document(new)
     if old is None:
         return new, {**document, REV: 1}
-    return new, {**{key: document[key] for key in _resource_fields(working_memory, metadata)}, REV: next_rev(old)}
+    return new, {
+        **{key: document[key] for key in _resource_fields(change.working_memory, change.metadata)},
+        REV: next_rev(old),
+    }
 
 
 def _thread_set(new: Thread, title: str | Unset) -> Document:
@@ -356,29 +352,23 @@ def thread_touch(title: str | Unset, now: datetime) -> Document:
     Those fields of :func:`~workmem.changes.updated_thread` do not depend on the
     stored thread (its metadata is kept), so no read and no retry is needed.
     """
-    return _thread_set(updated_thread(_STAND_IN, title, UNSET, now), title)
+    return _thread_set(updated_thread(_STAND_IN, ThreadChange(title, UNSET, now)), title)
 
 
-def thread_rewrite(
-    old: Mapping[str, Any],
-    title: str | Unset,
-    metadata: dict[str, Any] | Unset | None,
-    now: datetime,
-    max_chars: int | None = None,
-) -> tuple[Thread, Document]:
+def thread_rewrite(old: Mapping[str, Any], change: ThreadChange) -> tuple[Thread, Document]:
     """:func:`~workmem.changes.updated_thread` on the stored document ``old``: the new thread, the fields to write.
 
     The fields go to ``$set`` where :func:`cas_filter` of ``old`` still matches.
     Merged metadata is written whole (so no key becomes a path), merged with
     :func:`~workmem.changes.shallow` over the stored values as decoded, so a
     value another program stored keeps its BSON type (a date stays a date).
-    Raises what the rule raises (merged metadata too large; a working memory over ``max_chars``)
-    before anything is written.
+    Raises what the rule raises (merged metadata too large; a working memory over ``change.max_chars``)
+    before anything is written, as does ``change.owner`` when another resource owns ``old``.
     """
-    new = updated_thread(thread_from_document(old), title, metadata, now, max_chars=max_chars)
-    fields = {**_thread_set(new, title), REV: next_rev(old)}
-    if _metadata_given(metadata):
-        fields["metadata"] = shallow(raw_metadata(old.get("metadata")), metadata)
+    new = updated_thread(thread_from_document(old), change)
+    fields = {**_thread_set(new, change.title), REV: next_rev(old)}
+    if _metadata_given(change.metadata):
+        fields["metadata"] = shallow(raw_metadata(old.get("metadata")), change.metadata)
     return new, fields
 
 

@@ -79,7 +79,7 @@ from workmem.adapters.mongodb.documents import (
 )
 from workmem.adapters.mongodb.port import AwaitedDatabase, BlockingDatabase, CollectionPort, DatabasePort
 from workmem.aio import AsyncMemoryStorage
-from workmem.changes import merge_document
+from workmem.changes import ResourceChange, ThreadChange, merge_document
 from workmem.checks import (
     ListQuery,
     ScopeTarget,
@@ -269,23 +269,13 @@ class MongoHooks(StorageHooks):
         with self._driver("save_resource"):
             return await self._retry("save_resource", attempt)
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        limited = max_chars is not None and isinstance(working_memory, str)
-        if (isinstance(metadata, Unset) or metadata is None) and not limited:
-            return await self._upsert_resource(resource_id, working_memory, now)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        limited = change.max_chars is not None and isinstance(change.working_memory, str)
+        if (isinstance(change.metadata, Unset) or change.metadata is None) and not limited:
+            return await self._upsert_resource(resource_id, change.working_memory, change.now)
         # A metadata merge, or a size limit that compares with the stored memory: compare-and-swap.
         return await self._rewrite_resource(
-            "update_resource",
-            resource_id,
-            lambda old: resource_rewrite(old, resource_id, working_memory, metadata, now, max_chars),
+            "update_resource", resource_id, lambda old: resource_rewrite(old, resource_id, change)
         )
 
     async def _upsert_resource(self, resource_id: str, working_memory: str | Unset | None, now: datetime) -> Resource:
@@ -349,23 +339,15 @@ class MongoHooks(StorageHooks):
         with self._driver("save_thread"):
             return await self._retry("save_thread", attempt)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        if not isinstance(metadata, Unset) and metadata is not None:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        owner = change.owner
+        if not isinstance(change.metadata, Unset) and change.metadata is not None:
             return await self._rewrite_thread(
-                "update_thread", thread_id, owner, lambda old: thread_rewrite(old, title, metadata, now, max_chars)
+                "update_thread", thread_id, owner, lambda old: thread_rewrite(old, change)
             )
         with self._driver("update_thread"):  # nothing to merge: one blind update (thread_touch)
             document = await self._db.threads.find_one_and_update(
-                _owned_filter(thread_id, owner), {"$set": thread_touch(title, now), "$inc": {REV: 1}}
+                _owned_filter(thread_id, owner), {"$set": thread_touch(change.title, change.now), "$inc": {REV: 1}}
             )
         if document is None:
             await self._not_owned("update_thread", thread_id, owner)
@@ -461,14 +443,14 @@ class MongoHooks(StorageHooks):
             def merge_resource(old: Document | None) -> tuple[dict[str, Any], Document]:
                 stored = None if old is None else resource_working_memory(old.get("workingMemory"))
                 merged, text = merge_document(stored, patch, max_chars)
-                return merged, resource_rewrite(old, resource_id, text, UNSET, now)[1]
+                return merged, resource_rewrite(old, resource_id, ResourceChange(text, UNSET, now))[1]
 
             return await self._rewrite_resource("merge_working_memory", resource_id, merge_resource)
 
         def merge_thread(old: Document) -> tuple[dict[str, Any], Document]:
             stored = thread_working_memory_to_merge(raw_metadata(old.get("metadata")))
             merged, text = merge_document(stored, patch, max_chars)
-            return merged, thread_rewrite(old, UNSET, {WORKING_MEMORY_KEY: text}, now)[1]
+            return merged, thread_rewrite(old, ThreadChange(UNSET, {WORKING_MEMORY_KEY: text}, now))[1]
 
         assert target.thread_id is not None
         return await self._rewrite_thread("merge_working_memory", target.thread_id, target.resource_id, merge_thread)

@@ -38,7 +38,15 @@ from contextlib import (
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from workmem.changes import memory_given, merge_document, updated_resource, updated_thread, with_thread_memory
+from workmem.changes import (
+    ResourceChange,
+    ThreadChange,
+    memory_given,
+    merge_document,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.checks import check_owner, thread_working_memory_to_merge
 from workmem.errors import (
     BackendBusyError,
@@ -50,7 +58,7 @@ from workmem.errors import (
 )
 from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.masking import raise_unchained
-from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage
 
 from .dialect import Dialect, KeyRead, Statement
 from .rows import load_json, resource_from_row, thread_from_row
@@ -297,18 +305,10 @@ class SqlHooks(StorageHooks):
         await self._execute(self.dialect.upsert_resource(resource))
         return resource
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        limited = max_chars is not None and isinstance(working_memory, str)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        limited = change.max_chars is not None and isinstance(change.working_memory, str)
         if self.dialect.native_shallow_merge and not limited:
-            statement = self.dialect.update_resource(resource_id, working_memory, metadata, now)
+            statement = self.dialect.update_resource(resource_id, change.working_memory, change.metadata, change.now)
             try:
                 with _record("resource", resource_id):
                     return resource_from_row((await self._execute(statement)).rows[0])
@@ -316,14 +316,14 @@ class SqlHooks(StorageHooks):
                 pass  # near the size limit: decided below, under a row lock
         # A max_chars limit compares with the stored memory: decided here, on the locked row.
         async with self._transaction() as tx:
-            old = await self._lock_resource(tx, resource_id, now)
-            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
+            old = await self._lock_resource(tx, resource_id, change.now)
+            new = updated_resource(old, resource_id, change)
             await tx.execute(self.dialect.upsert_resource(new))
         return new
 
     def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:
         """The write that stores a resource merge's result ``text`` over ``old`` (locked): the whole record here."""
-        return self.dialect.upsert_resource(updated_resource(old, resource_id, text, UNSET, now))
+        return self.dialect.upsert_resource(updated_resource(old, resource_id, ResourceChange(text, UNSET, now)))
 
     async def _lock_resource(self, tx: Transaction, resource_id: str, now: datetime) -> Resource | None:
         if self.dialect.row_locks:  # a missing row cannot be locked: create it first
@@ -347,32 +347,23 @@ class SqlHooks(StorageHooks):
             raise ThreadOwnershipError(thread.id, thread.resource_id)
         return thread_from_row(rows[0])
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        limited = max_chars is not None and memory_given(metadata) is not None
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        limited = change.max_chars is not None and memory_given(change.metadata) is not None
         if self.dialect.native_shallow_merge and not limited:
-            statement = self.dialect.update_thread(thread_id, title, metadata, now, owner)
+            statement = self.dialect.update_thread(thread_id, change.title, change.metadata, change.now, change.owner)
             try:
                 with _record("thread", thread_id):
                     rows = (await self._execute(statement)).rows
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
-                await self._not_owned(thread_id, owner)
+                await self._not_owned(thread_id, change.owner)
                 raise ThreadNotFoundError(thread_id)
             if rows:
                 return thread_from_row(rows[0])
         # A max_chars limit compares with the stored memory: decided here, on the locked row.
         async with self._transaction() as tx:
-            new = updated_thread(await self._lock_thread(tx, thread_id), title, metadata, now, owner, max_chars)
+            new = updated_thread(await self._lock_thread(tx, thread_id), change)
             await tx.execute(self.dialect.write_thread(new))
         return new
 

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 
 from workmem.aio import AsyncMemoryStorage
 from workmem.changes import (
+    ResourceChange,
+    ThreadChange,
     merge_document,
     replaced_thread,
     updated_resource,
@@ -28,7 +30,7 @@ from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, th
 from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
 from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
 from workmem.kit import backoff
-from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, ThreadPage, Unset, trusted_thread
+from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, ThreadPage, trusted_thread
 from workmem.storage import MemoryStorage
 
 from .connection import AsyncRestClient, BaseRestClient, RestClient, UpstashSettings, ready
@@ -176,21 +178,13 @@ class UpstashHooks(StorageHooks):
         await self._client.evaluate(PUT, keys, [encode_resource(resource), resource.id])
         return resource
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         key = self.keys.resource(resource_id)
 
         def plan(current: str | None) -> _Write[Resource]:
             # The size limit is decided on the document read: the script writes only while it is still that one.
             old, raw = (None, None) if current is None else decode_resource(current, key, resource_id)
-            new = updated_resource(old, resource_id, working_memory, metadata, now, max_chars)
+            new = updated_resource(old, resource_id, change)
             return _Write(encode_resource(new, raw), new)
 
         return await self._cas(key, resource_id, plan)
@@ -221,23 +215,14 @@ class UpstashHooks(StorageHooks):
 
         return await self._cas(key, thread.id, plan)
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         key = self.keys.thread(thread_id)
 
         def plan(current: str | None) -> _Write[Thread]:
             if current is None:
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
-            new = updated_thread(old, title, metadata, now, owner, max_chars)
+            new = updated_thread(old, change)
             return _Write(encode_thread(new, raw), new, new)
 
         return await self._cas(key, thread_id, plan)
@@ -332,7 +317,7 @@ class UpstashHooks(StorageHooks):
             def plan_resource(current: str | None) -> _Write[dict[str, Any]]:
                 old, raw = (None, None) if current is None else decode_resource(current, key, owner)
                 merged, text = merge_document(old.working_memory if old else None, patch, max_chars)
-                new = updated_resource(old, owner, text, UNSET, now)
+                new = updated_resource(old, owner, ResourceChange(text, UNSET, now))
                 return _Write(encode_resource(new, raw), merged)
 
             return await self._cas(key, owner, plan_resource)

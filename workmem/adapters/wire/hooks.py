@@ -21,11 +21,12 @@ from typing import Any, ClassVar, Self
 
 from workmem import incidents
 from workmem.aio import AsyncMemoryStorage
+from workmem.changes import ResourceChange, ThreadChange
 from workmem.checks import ListQuery, ScopeTarget, check_create
 from workmem.errors import OperationNotSupportedError, ValidationError
 from workmem.flows import Capabilities, StorageHooks
 from workmem.kit import check_number, check_options
-from workmem.records import RecordPage, Resource, Thread, ThreadPage, Unset
+from workmem.records import RecordPage, Resource, Thread, ThreadPage
 from workmem.storage import MemoryStorage
 
 from .codec import (
@@ -171,17 +172,9 @@ class WireHooks(StorageHooks):
     async def _save_resource(self, resource: Resource) -> Resource:
         return decode_resource(await self._do("save_resource", {"resource": encode_resource(resource)}))
 
-    async def _update_resource(
-        self,
-        resource_id: str,
-        working_memory: str | Unset | None,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-    ) -> Resource:
-        args = {"id": resource_id, "now": stamp(now), "maxChars": max_chars}
-        optional(optional(args, "workingMemory", working_memory), "metadata", metadata)
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        args = {"id": resource_id, "now": stamp(change.now), "maxChars": change.max_chars}
+        optional(optional(args, "workingMemory", change.working_memory), "metadata", change.metadata)
         return decode_resource(await self._do("update_resource", args))
 
     # -- threads -------------------------------------------------------------------------
@@ -195,18 +188,9 @@ class WireHooks(StorageHooks):
     async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
         return decode_thread(await self._do("save_thread", {"thread": encode_thread(thread), "now": stamp(now)}))
 
-    async def _update_thread(
-        self,
-        thread_id: str,
-        title: str | Unset,
-        metadata: dict[str, Any] | Unset | None,
-        now: datetime,
-        *,
-        owner: str | None,
-        max_chars: int | None = None,
-    ) -> Thread:
-        args = {"id": thread_id, "now": stamp(now), "owner": owner, "maxChars": max_chars}
-        optional(optional(args, "title", title), "metadata", metadata)
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        args = {"id": thread_id, "now": stamp(change.now), "owner": change.owner, "maxChars": change.max_chars}
+        optional(optional(args, "title", change.title), "metadata", change.metadata)
         return decode_thread(await self._do("update_thread", args))
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
