@@ -401,14 +401,14 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
         1522,
         "FREEPDB1",
     )
-    settings = UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com", {})
+    settings = UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com")
     assert (settings.token, settings.rest_url) == (secret, "https://db.example.com")
 
 
 def test_an_upstash_token_with_an_ampersand_is_one_token() -> None:
     from workmem.adapters.upstash.connection import UpstashSettings
 
-    settings = UpstashSettings.from_url("upstash+https://h.example.com?token=AbC&dEf+1=&prefix=p:", {})
+    settings = UpstashSettings.from_url("upstash+https://h.example.com?token=AbC&dEf+1=&prefix=p:")
     assert (settings.token, settings.prefix) == ("AbC&dEf+1=", "p:")
 
 

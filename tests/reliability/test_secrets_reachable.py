@@ -380,8 +380,8 @@ def test_settings_objects_show_no_secret() -> None:
     shown = [
         OracleSettings.from_url(f"oracle://u:{secret}@db.example.com:1521/FREEPDB1"),
         PostgresSettings.from_url(f"postgresql://u:{secret}@db.example.com/app?schema=s1"),
-        UpstashSettings.from_url(f"upstash+https://db.example.com?token={secret}", {}),
-        UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com", {}),
+        UpstashSettings.from_url(f"upstash+https://db.example.com?token={secret}"),
+        UpstashSettings.from_url(f"upstash+https://default:{secret}@db.example.com"),
         Secrets(f"mongodb://u:{secret}@db.example.com/agents"),
         Secret(secret),
     ]

@@ -16,8 +16,8 @@ import workmem
 from workmem import Resource, Thread, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
 from workmem.adapters.reference import ReferenceStorage
 from workmem.adapters.upstash import UpstashStorage
-from workmem.adapters.upstash.connection import UpstashSettings
 from workmem.adapters.upstash.scripts import CAS_SET, Script
+from workmem.adapters.upstash.settings import UpstashSettings
 from workmem.errors import BackendRefusedError, BackendUnavailableError, ValidationError, WorkmemError
 from workmem.storage import MemoryStorage
 
@@ -89,25 +89,25 @@ def thread_keys(bridge: Bridge, prefix: str) -> dict[str, str]:
 def test_url_forms(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("UPSTASH_REDIS_REST_URL", raising=False)
     monkeypatch.delenv("UPSTASH_REDIS_REST_TOKEN", raising=False)
-    s = UpstashSettings.from_url("upstash+https://db.upstash.io?token=T1", {})
+    s = UpstashSettings.from_url("upstash+https://db.upstash.io?token=T1")
     assert (s.rest_url, s.token, s.prefix, s.retries, s.timeout) == ("https://db.upstash.io", "T1", "", 1, 30.0)
-    s = UpstashSettings.from_url("upstash+http://127.0.0.1:8079/?token=T2&prefix=wm_x:&retries=0&timeout=2.5", {})
+    s = UpstashSettings.from_url("upstash+http://127.0.0.1:8079/?token=T2&prefix=wm_x:&retries=0&timeout=2.5")
     assert (s.rest_url, s.token, s.prefix, s.retries, s.timeout) == ("http://127.0.0.1:8079", "T2", "wm_x:", 0, 2.5)
-    s = UpstashSettings.from_url("upstash+https://:T3@db.upstash.io", {"prefix": "p:"})
+    s = UpstashSettings.from_url("upstash+https://:T3@db.upstash.io", prefix="p:")
     assert (s.rest_url, s.token, s.prefix) == ("https://db.upstash.io", "T3", "p:")
     with pytest.raises(ValidationError, match="UPSTASH_REDIS_REST_URL"):
-        UpstashSettings.from_url("upstash://", {})
+        UpstashSettings.from_url("upstash://")
     monkeypatch.setenv("UPSTASH_REDIS_REST_URL", "https://env.upstash.io/")
     with pytest.raises(ValidationError, match="needs a token"):
-        UpstashSettings.from_url("upstash://", {})
+        UpstashSettings.from_url("upstash://")
     monkeypatch.setenv("UPSTASH_REDIS_REST_TOKEN", "ENVTOKEN")
-    s = UpstashSettings.from_url("upstash://?prefix=q:", {})
+    s = UpstashSettings.from_url("upstash://?prefix=q:")
     assert (s.rest_url, s.token, s.prefix) == ("https://env.upstash.io", "ENVTOKEN", "q:")
     with pytest.raises(ValidationError, match="unknown Upstash option") as info:
-        UpstashSettings.from_url("upstash+https://db.upstash.io?token=SECRET123&bogus=1", {})
+        UpstashSettings.from_url("upstash+https://db.upstash.io?token=SECRET123&bogus=1")
     assert "SECRET123" not in str(info.value)
     with pytest.raises(ValidationError):
-        UpstashSettings.from_url("upstash+https://db.upstash.io?token=t&retries=many", {})
+        UpstashSettings.from_url("upstash+https://db.upstash.io?token=t&retries=many")
 
 
 def test_registry_and_capabilities(storage: UpstashStorage) -> None:

@@ -1,22 +1,17 @@
-"""Reaching Upstash: URL parsing and the REST clients that map its errors.
+"""Reaching Upstash: the REST clients that map its errors (the URL is read in :mod:`.settings`).
 
 The ``upstash-redis`` driver is imported here, on first use: its blocking
 ``upstash_redis.Redis`` for :class:`RestClient` and ``upstash_redis.asyncio.Redis``
 for :class:`AsyncRestClient`. Both share everything but the transport
 (:class:`BaseRestClient`: error mapping, ``EVALSHA`` fallback, script loading).
-The token never leaves this module: it is not in any ``repr`` and is masked out
-of every error message.
+The token is not in any ``repr`` and is masked out of every error message.
 """
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import suppress
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
-from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from workmem.errors import (
     BackendBusyError,
@@ -24,129 +19,27 @@ from workmem.errors import (
     BackendUnavailableError,
     MissingDriverError,
     StorageClosedError,
-    ValidationError,
 )
-from workmem.flows import run_sync
-from workmem.kit import (
-    check_number,
-    detach,
-    import_driver,
-    mask_secrets,
-    mask_url,
-    query_pairs,
-    raise_unchained,
-    split_userinfo,
-)
+from workmem.kit import detach, import_driver, mask_secrets, raise_unchained, run_sync
 
 from .scripts import SCRIPTS, Script
+from .settings import UpstashSettings
 from .transport import ClientClosed, LoopTransports, SyncTransport, httpx_clients, install, share_context
 
 __all__ = [
-    "ENV_TOKEN",
-    "ENV_URL",
-    "LISTINGS",
     "AsyncRestClient",
     "BaseRestClient",
-    "Listing",
     "RestClient",
-    "UpstashSettings",
+    "UpstashSettings",  # its home is .settings; importable from here as before
     "ready",
 ]
 
 C = TypeVar("C", bound="BaseRestClient")
-Listing = Literal["index", "scan"]
 
-ENV_URL = "UPSTASH_REDIS_REST_URL"
-ENV_TOKEN = "UPSTASH_REDIS_REST_TOKEN"
-_OPTIONS = ("token", "prefix", "retries", "retry_interval", "timeout", "listing")
-LISTINGS = ("index", "scan")
-"""The values of the ``listing`` option: how ``list_threads`` finds a resource's threads (see the package docstring)."""
 _UNAVAILABLE = ("LOADING", "MASTERDOWN")
 """Replies of a server that cannot serve now (loading, no primary); also workmem's bridge without its Redis."""
 _BUSY = ("BUSY", "TRYAGAIN")
 """Replies of a server busy running a script, or asking to try again."""
-
-
-@dataclass(frozen=True, slots=True)
-class UpstashSettings:
-    """Everything needed to open the REST client, parsed from a workmem URL."""
-
-    rest_url: str
-    """The REST endpoint (``https://...upstash.io``), without the token."""
-    token: str = field(repr=False)
-    """The REST token (never shown)."""
-    prefix: str = ""
-    """Put before every key; empty means exactly Mastra's keys."""
-    retries: int = 1
-    """How often the client re-sends a request that failed (the driver's ``rest_retries``)."""
-    retry_interval: float = 3.0
-    """Seconds between those attempts."""
-    timeout: float | None = 30.0
-    """HTTP timeout in seconds (``None``: wait forever, the driver's default)."""
-    listing: Listing = "index"
-    """How ``list_threads`` finds a resource's threads: ``"index"``, workmem's sorted sets (O(log n + page),
-    complete when only workmem writes threads), or ``"scan"``, every thread document (complete whoever writes)."""
-
-    @classmethod
-    def from_url(cls, url: str, options: Mapping[str, Any]) -> UpstashSettings:
-        """Read ``upstash+https://host?token=...``, ``upstash+http://...`` or bare ``upstash://`` (environment)."""
-        info = split_userinfo(url)  # a token in the user info may contain any character
-        where, _, query_text = info.rest.partition("?")
-        try:
-            parts = urlsplit(info.head + where)
-            port = parts.port
-        except ValueError:
-            raise ValidationError(f"not a valid Upstash URL: {mask_url(url)}") from None
-        # A token never holds a space: '+' is its own (base64); '&' not followed by an option is part of it.
-        query = {k: unquote(v) if k == "token" else unquote_plus(v) for k, v in query_pairs(query_text, _OPTIONS)}
-        values: dict[str, Any] = {**query, **options}
-        unknown = sorted(set(values) - set(_OPTIONS))
-        if unknown:
-            raise ValidationError(f"unknown Upstash option(s) {unknown}; known: {list(_OPTIONS)}")
-        scheme = parts.scheme.lower()
-        token = values.get("token") or (unquote(info.password) if info.password else None)
-        if scheme == "upstash" and not parts.hostname:
-            rest_url = os.environ.get(ENV_URL, "")
-            if not rest_url:
-                raise ValidationError(f"upstash:// without a host reads {ENV_URL}, which is not set")
-        elif scheme in ("upstash", "upstash+https", "upstash+http"):
-            if not parts.hostname:
-                raise ValidationError(f"{mask_url(url)} has no host")
-            host = parts.hostname if port is None else f"{parts.hostname}:{port}"
-            http = "http" if scheme == "upstash+http" else "https"
-            rest_url = urlunsplit((http, host, parts.path.rstrip("/"), "", ""))
-        else:
-            raise ValidationError(f"not an Upstash URL: {mask_url(url)}")
-        token = token or os.environ.get(ENV_TOKEN)
-        if not token:
-            raise ValidationError(f"{mask_url(url)} needs a token: ?token=... or {ENV_TOKEN}")
-        prefix = values.get("prefix", "")
-        if not isinstance(prefix, str):
-            raise ValidationError(f"prefix must be a string, not {type(prefix).__name__}")
-        timeout = values.get("timeout", 30.0)
-        listing = values.get("listing", "index")
-        if listing not in LISTINGS:
-            raise ValidationError(f"listing must be one of {list(LISTINGS)}, not {listing!r}")
-        return cls(
-            rest_url=rest_url.rstrip("/"),
-            token=str(token),
-            prefix=prefix,
-            retries=int(_number(values, "retries", 1, integer=True)),
-            retry_interval=_number(values, "retry_interval", 3.0),
-            timeout=None if timeout in (None, "", "none") else _number(values, "timeout", 30.0, positive=True),
-            listing=listing,
-        )
-
-
-def _number(
-    values: Mapping[str, Any], name: str, default: float, *, integer: bool = False, positive: bool = False
-) -> float:
-    """The option ``name``: a finite number (an int if ``integer``) >= 0 (> 0 if ``positive``), or text of one."""
-    value = values.get(name, default)
-    if isinstance(value, str):
-        with suppress(ValueError):  # else refused below, named
-            value = int(value) if integer else float(value)
-    return check_number(name, value, integer=integer, positive=positive)  # type: ignore[no-any-return]
 
 
 class _NoScript(Exception):

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from workmem.checks import ListQuery
 from workmem.errors import UnreadableRecordError
+from workmem.kit import ListQuery
 from workmem.records import Thread, ThreadPage
 
 from .documents import decode_thread, epoch_ms, raw_owner

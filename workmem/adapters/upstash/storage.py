@@ -17,23 +17,30 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 
 from workmem.aio import AsyncMemoryStorage
-from workmem.changes import (
+from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
+from workmem.kit import (
+    Capabilities,
+    ListQuery,
+    MemoryStorage,
     ResourceChange,
+    ScopeTarget,
+    StorageHooks,
     ThreadChange,
+    backoff,
+    check_create,
+    check_owner,
     merge_document,
+    read_record_page,
     replaced_thread,
+    run_sync,
+    thread_working_memory_to_merge,
     updated_resource,
     updated_thread,
     with_thread_memory,
 )
-from workmem.checks import ListQuery, ScopeTarget, check_create, check_owner, thread_working_memory_to_merge
-from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
-from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
-from workmem.kit import backoff
 from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, ThreadPage, trusted_thread
-from workmem.storage import MemoryStorage
 
-from .connection import AsyncRestClient, BaseRestClient, RestClient, UpstashSettings, ready
+from .connection import AsyncRestClient, BaseRestClient, RestClient, ready
 from .documents import decode_resource, decode_thread, encode_resource, encode_thread, epoch_ms, raw_owner
 from .keys import KeySpace, glob_escape
 from .listing import owner_filter, scanned_page
@@ -49,6 +56,7 @@ from .scripts import (
     PUT,
     UNINDEX_IF_UNCHANGED,
 )
+from .settings import UpstashSettings
 
 __all__ = ["AsyncUpstashStorage", "ReindexResult", "UpstashHooks", "UpstashStorage"]
 
@@ -71,7 +79,7 @@ _MAX_RANK = 2**62
 def _settings(url: str, options: dict[str, Any]) -> UpstashSettings:
     """The settings of ``url`` and ``options`` (``create`` is accepted: keys are written as they are needed)."""
     check_create(options.pop("create", True))
-    return UpstashSettings.from_url(url, options)
+    return UpstashSettings.from_url(url, **options)
 
 
 @dataclass(frozen=True, slots=True)
