@@ -33,9 +33,10 @@ from workmem.adapters.mongodb.documents import (
     thread_insert_fields,
     to_plain,
 )
+from workmem.adapters.mongodb.settings import MongoSettings
 from workmem.adapters.mongodb.storage import MongoStorage
 from workmem.changes import ResourceChange, ThreadChange
-from workmem.errors import BackendUnavailableError
+from workmem.errors import BackendUnavailableError, ValidationError
 from workmem.records import Resource, Thread
 from workmem.registry import resolve
 
@@ -91,6 +92,20 @@ def test_database_from_url_path_or_default_or_option(monkeypatch: pytest.MonkeyP
     with MongoStorage.from_url(f"mongodb://u:{PASSWORD}@127.0.0.1:{port}/a", database="b") as storage:
         assert storage.database == "b"
         assert PASSWORD not in repr(storage) and "u:***@" in repr(storage)
+
+
+def test_settings_read_workmem_options_without_io_and_keep_secrets_out_of_repr() -> None:
+    settings = MongoSettings.from_url(
+        f"mongodb://u:{PASSWORD}@127.0.0.1:1/a", database="b", create=False, password="opt-" + PASSWORD
+    )
+    assert (settings.database, settings.create) == ("b", False)
+    assert settings.options == {"password": "opt-" + PASSWORD}  # the rest go to pymongo as given
+    assert PASSWORD not in repr(settings) and repr(settings) == "MongoSettings(database='b', create=False)"
+    assert settings.secrets.masked_url == "mongodb://u:***@127.0.0.1:1/a"
+    assert MongoSettings.from_url("mongodb://h").database is None  # the URL's path, read by pymongo
+    for bad in ({"database": ""}, {"database": 3}, {"create": "no"}):
+        with pytest.raises(ValidationError):
+            MongoSettings.from_url("mongodb://h", **bad)
 
 
 def _assert_masked(exc: BaseException, caplog: pytest.LogCaptureFixture) -> None:

@@ -1,8 +1,9 @@
 """Opening a pymongo client for ``mongodb://`` / ``mongodb+srv://`` URLs, and translating its errors.
 
 Shared by the sync (``MongoClient``) and async (``AsyncMongoClient``) adapters:
-the same URL handling, options, secret masking and error mapping. No I/O
-except :func:`open_client` (which may resolve a ``+srv`` DNS record).
+the same client options, secret masking and error mapping (the URL and options
+are read in :mod:`.settings`). No I/O except :func:`open_client` (which may
+resolve a ``+srv`` DNS record).
 Every message that leaves this module has the URL's password masked.
 """
 
@@ -10,38 +11,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
     BackendUnavailableError,
-    DriverError,
     StorageClosedError,
     ValidationError,
     WorkmemError,
     WrongEventLoopError,
 )
-from workmem.kit import (
-    detach,
-    encode_userinfo,
-    import_driver,
-    mask_secrets,
-    mask_url,
-    raise_unchained,
-    split_userinfo,
-    url_secrets,
-)
+from workmem.kit import import_driver, raise_unchained
+
+from .settings import Secrets, client_options, driver_url  # their home is .settings; importable from here as before
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient, MongoClient
 
 __all__ = [
-    "DEFAULT_CONNECT_TIMEOUT_MS",
-    "DEFAULT_SERVER_SELECTION_TIMEOUT_MS",
     "Secrets",
     "client_options",
     "driver_errors",
@@ -51,64 +40,6 @@ __all__ = [
     "open_async_client",
     "open_client",
 ]
-
-DEFAULT_SERVER_SELECTION_TIMEOUT_MS: Final = 5000
-"""How long an operation waits for a usable server before :class:`BackendUnavailableError` (pymongo: 30 s)."""
-DEFAULT_CONNECT_TIMEOUT_MS: Final = 5000
-"""TCP connect (and ``+srv`` DNS) timeout (pymongo's own default is 20 s)."""
-
-_DEFAULTS: Final[Mapping[str, Any]] = {
-    "serverSelectionTimeoutMS": DEFAULT_SERVER_SELECTION_TIMEOUT_MS,
-    "connectTimeoutMS": DEFAULT_CONNECT_TIMEOUT_MS,
-    "appname": "workmem",
-}
-
-
-class Secrets:
-    """What must never appear in a message: the URL's password (whatever it contains), raw and URL-decoded."""
-
-    __slots__ = ("masked_url", "passwords")
-
-    def __init__(self, url: str) -> None:
-        self.masked_url = mask_url(url)
-        self.passwords: tuple[str, ...] = tuple(url_secrets(url))
-
-    def mask(self, text: str) -> str:
-        return mask_secrets(text, *self.passwords)
-
-    def detach(self, exc: BaseException) -> DriverError:
-        """The stand-in for the driver's ``exc`` to chain as a cause: text and codes only, the password masked."""
-        return detach(exc, *self.passwords)
-
-    def __repr__(self) -> str:
-        return "Secrets(***)"
-
-
-def client_options(url: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments for ``MongoClient(url, ...)``: workmem's defaults, then the URL's, then ``options``.
-
-    Timeouts default to 5 s unless the URL or ``options`` set them; dates always
-    decode as timezone-aware UTC.
-    """
-    in_url = {key.lower() for key, _ in parse_qsl(urlsplit(driver_url(url)).query, keep_blank_values=True)}
-    given = in_url | {key.lower() for key in options}
-    kwargs: dict[str, Any] = {key: value for key, value in _DEFAULTS.items() if key.lower() not in given}
-    kwargs.update(options)
-    kwargs["tz_aware"] = True
-    kwargs["tzinfo"] = UTC
-    kwargs["document_class"] = dict
-    return kwargs
-
-
-def driver_url(url: str) -> str:
-    """``url`` with its user name and password percent-encoded, decoded first as pymongo decodes them.
-
-    pymongo splits ``user:password@`` at the last ``@`` before the first ``/``
-    and refuses a raw ``@``; a password with a raw ``/``, ``?``, ``#`` or ``@``
-    (:func:`workmem.kit.split_userinfo`) reaches it as written.
-    """
-    info = split_userinfo(url)
-    return url if info.user is None else info.head + encode_userinfo(info, unquote_plus) + info.rest
 
 
 def open_client(url: str, options: Mapping[str, Any], secrets: Secrets) -> MongoClient[dict[str, Any]]:

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from workmem.changes import ResourceChange, ThreadChange, replaced_thread, shallow, updated_resource, updated_thread
 from workmem.errors import UnreadableRecordError
+from workmem.kit import ResourceChange, ThreadChange, replaced_thread, shallow, updated_resource, updated_thread
 from workmem.records import UNSET, Direction, OrderBy, Resource, Thread, Unset, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize, to_iso
 from workmem.validation import MAX_SAFE_INT, dump_json

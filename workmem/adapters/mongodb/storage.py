@@ -44,13 +44,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Self, TypeVar
 
-from workmem.adapters.mongodb.client import (
-    Secrets,
-    driver_errors,
-    is_duplicate_key,
-    open_async_client,
-    open_client,
-)
+from workmem.adapters.mongodb.client import driver_errors, is_duplicate_key, open_async_client, open_client
 from workmem.adapters.mongodb.documents import (
     DEFAULT_DATABASE,
     RESOURCE_INDEXES,
@@ -78,16 +72,8 @@ from workmem.adapters.mongodb.documents import (
     thread_touch,
 )
 from workmem.adapters.mongodb.port import AwaitedDatabase, BlockingDatabase, CollectionPort, DatabasePort
+from workmem.adapters.mongodb.settings import MongoSettings, Secrets, checked_database
 from workmem.aio import AsyncMemoryStorage
-from workmem.changes import ResourceChange, ThreadChange, merge_document
-from workmem.checks import (
-    ListQuery,
-    ScopeTarget,
-    check_create,
-    check_owner,
-    missing_tables,
-    thread_working_memory_to_merge,
-)
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -95,13 +81,27 @@ from workmem.errors import (
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
-    ValidationError,
     WorkmemError,
 )
-from workmem.flows import Capabilities, StorageHooks, read_record_page, run_sync
-from workmem.kit import backoff, import_driver, raise_unchained
+from workmem.kit import (
+    Capabilities,
+    ListQuery,
+    MemoryStorage,
+    ResourceChange,
+    ScopeTarget,
+    StorageHooks,
+    ThreadChange,
+    backoff,
+    check_owner,
+    import_driver,
+    merge_document,
+    missing_tables,
+    raise_unchained,
+    read_record_page,
+    run_sync,
+    thread_working_memory_to_merge,
+)
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Thread, ThreadPage, Unset
-from workmem.storage import MemoryStorage
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient, MongoClient
@@ -122,18 +122,6 @@ _DUPLICATE_KEY: Final = (11000, 11001)
 def _document_id(document: Mapping[str, Any]) -> str:
     """The id of a document a page read (always a string: pages select string ids only)."""
     return str(document.get("id"))
-
-
-def _checked_database(database: object) -> str:
-    if not isinstance(database, str) or not database:
-        raise ValidationError(f"database must be a non-empty str, not {database!r}")
-    return database
-
-
-def _open_options(options: dict[str, Any]) -> tuple[str | None, bool]:
-    """Take workmem's own options (``database``, ``create``) out of ``options``; the rest go to the client."""
-    database = options.pop("database", None)
-    return (None if database is None else _checked_database(database)), check_create(options.pop("create", True))
 
 
 class MongoHooks(StorageHooks):
@@ -478,7 +466,7 @@ class MongoStorage(MongoHooks, MemoryStorage):
         create_indexes: bool = True,
     ) -> None:
         """Use ``client`` (a ``pymongo.MongoClient``); ``close()`` closes it if ``owns_client``."""
-        database = _checked_database(database)
+        database = checked_database(database)
         self._client = client
         with driver_errors(
             import_driver("pymongo.errors", "mongodb"), Secrets(url or f"mongodb:///{database}"), "open database"
@@ -492,9 +480,9 @@ class MongoStorage(MongoHooks, MemoryStorage):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        database, create = _open_options(options)
-        secrets = Secrets(url)
-        client = open_client(url, options, secrets)
+        settings = MongoSettings.from_url(url, **options)
+        database, create, secrets = settings.database, settings.create, settings.secrets
+        client = open_client(url, settings.options, secrets)
         try:
             if database is None:
                 with driver_errors(import_driver("pymongo.errors", "mongodb"), secrets, "read database name"):
@@ -524,7 +512,7 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
         url: str | None = None,
     ) -> None:
         """Use ``client`` (a ``pymongo.AsyncMongoClient``); creates nothing (see :meth:`create_indexes`)."""
-        database = _checked_database(database)
+        database = checked_database(database)
         self._client = client
         with driver_errors(
             import_driver("pymongo.errors", "mongodb"), Secrets(url or f"mongodb:///{database}"), "open database"
@@ -537,9 +525,9 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
         """Open ``url`` as :meth:`MongoStorage.from_url` does: indexes created, or with ``create=False`` checked."""
-        database, create = _open_options(options)
-        secrets = Secrets(url)
-        client = open_async_client(url, options, secrets)
+        settings = MongoSettings.from_url(url, **options)
+        database, create, secrets = settings.database, settings.create, settings.secrets
+        client = open_async_client(url, settings.options, secrets)
         try:
             errors = import_driver("pymongo.errors", "mongodb")
             if database is None:

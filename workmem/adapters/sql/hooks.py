@@ -38,16 +38,6 @@ from contextlib import (
 from datetime import datetime
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from workmem.changes import (
-    ResourceChange,
-    ThreadChange,
-    memory_given,
-    merge_document,
-    updated_resource,
-    updated_thread,
-    with_thread_memory,
-)
-from workmem.checks import check_owner, thread_working_memory_to_merge
 from workmem.errors import (
     BackendBusyError,
     ThreadExistsError,
@@ -57,6 +47,17 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
+from workmem.kit import (
+    ResourceChange,
+    ThreadChange,
+    check_owner,
+    memory_given,
+    merge_document,
+    thread_working_memory_to_merge,
+    updated_resource,
+    updated_thread,
+    with_thread_memory,
+)
 from workmem.masking import raise_unchained
 from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage
 

@@ -21,13 +21,20 @@ from typing import Any, ClassVar, Self
 
 from workmem import incidents
 from workmem.aio import AsyncMemoryStorage
-from workmem.changes import ResourceChange, ThreadChange
-from workmem.checks import ListQuery, ScopeTarget, check_create
 from workmem.errors import OperationNotSupportedError, ValidationError
-from workmem.flows import Capabilities, StorageHooks
-from workmem.kit import check_number, check_options
+from workmem.kit import (
+    Capabilities,
+    ListQuery,
+    MemoryStorage,
+    ResourceChange,
+    ScopeTarget,
+    StorageHooks,
+    ThreadChange,
+    check_create,
+    check_number,
+    check_options,
+)
 from workmem.records import RecordPage, Resource, Thread, ThreadPage
-from workmem.storage import MemoryStorage
 
 from .codec import (
     decode_page,

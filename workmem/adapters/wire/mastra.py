@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import unquote
 
-from workmem.checks import check_create
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.kit import check_options, query_pairs, scheme_of
+from workmem.kit import check_create, check_options, query_pairs, scheme_of
 from workmem.registry import MASTRA_SCHEMES
 from workmem.urls import url_secrets
 
