@@ -83,13 +83,10 @@ from workmem.errors import (
     ThreadOwnershipError,
     WorkmemError,
 )
+from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
-    Capabilities,
-    ListQuery,
     MemoryStorage,
     ResourceChange,
-    ScopeTarget,
-    StorageHooks,
     ThreadChange,
     backoff,
     check_owner,
@@ -97,7 +94,6 @@ from workmem.kit import (
     merge_document,
     missing_tables,
     raise_unchained,
-    read_record_page,
     run_sync,
     thread_working_memory_to_merge,
 )

@@ -18,19 +18,15 @@ from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
+from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
-    Capabilities,
-    ListQuery,
     MemoryStorage,
     ResourceChange,
-    ScopeTarget,
-    StorageHooks,
     ThreadChange,
     backoff,
     check_create,
     check_owner,
     merge_document,
-    read_record_page,
     replaced_thread,
     run_sync,
     thread_working_memory_to_merge,

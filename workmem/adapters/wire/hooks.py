@@ -22,13 +22,10 @@ from typing import Any, ClassVar, Self
 from workmem import incidents
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import OperationNotSupportedError, ValidationError
+from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks
 from workmem.kit import (
-    Capabilities,
-    ListQuery,
     MemoryStorage,
     ResourceChange,
-    ScopeTarget,
-    StorageHooks,
     ThreadChange,
     check_create,
     check_number,
