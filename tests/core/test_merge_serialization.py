@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import pytest
+from json_writes import json_writes
 
 from workmem.adapters.reference import ReferenceStorage
 from workmem.kit import CheckedPatch, ScopeTarget, patch_text
@@ -35,21 +35,11 @@ def test_the_merge_hook_receives_the_patch_with_the_text_the_door_wrote() -> Non
 
 
 @pytest.mark.parametrize("max_chars", [None, 10_000])
-def test_a_merge_serializes_the_patch_the_stored_and_the_merged_document_once_each(
-    max_chars: int | None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_merge_serializes_the_patch_the_stored_and_the_merged_document_once_each(max_chars: int | None) -> None:
     storage = ReferenceStorage()
     storage.merge_working_memory({"a": {"b": [1, 2]}}, scope="resource", resource_id="u")
-    written: list[object] = []
-    dumps = json.dumps
-
-    def counting(value: object, *args: Any, **kwargs: Any) -> str:
-        written.append(value)
-        return dumps(value, *args, **kwargs)
-
-    monkeypatch.setattr(json, "dumps", counting)
-    merged = storage.merge_working_memory({"c": "d"}, scope="resource", resource_id="u", max_chars=max_chars)
-    monkeypatch.undo()
+    with json_writes() as written:
+        merged = storage.merge_working_memory({"c": "d"}, scope="resource", resource_id="u", max_chars=max_chars)
     assert merged == {"a": {"b": [1, 2]}, "c": "d"}
     assert written == [{"c": "d"}, {"a": {"b": [1, 2]}}, merged]  # before: 4 without a limit, 6 with one
     assert storage.get_working_memory(scope="resource", resource_id="u") == dump_json(merged)

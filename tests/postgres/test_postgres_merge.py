@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from json_writes import json_writes
 from test_postgres import fresh_schema_url
 
 import workmem
@@ -167,19 +168,9 @@ def test_large_memory_nested_deep_is_merged_under_a_row_lock(
         assert storage.get_working_memory(**place) == dump_json(expected)  # type: ignore[arg-type]
 
 
-def test_a_merge_in_sql_writes_the_patch_once_in_python(
-    storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_merge_in_sql_writes_the_patch_once_in_python(storage: MemoryStorage) -> None:
     storage.merge_working_memory({"a": {"b": [1, 2]}}, scope="resource", resource_id="once")
-    written: list[object] = []
-    dumps = json.dumps
-
-    def counting(value: object, *args: Any, **kwargs: Any) -> str:
-        written.append(value)
-        return dumps(value, *args, **kwargs)
-
-    monkeypatch.setattr(json, "dumps", counting)
-    merged = storage.merge_working_memory({"c": "d"}, scope="resource", resource_id="once")
-    monkeypatch.undo()
+    with json_writes() as written:
+        merged = storage.merge_working_memory({"c": "d"}, scope="resource", resource_id="once")
     assert merged == {"a": {"b": [1, 2]}, "c": "d"}
     assert written == [{"c": "d"}]  # the door's text goes to the statement: PostgreSQL merges (it was written twice)
