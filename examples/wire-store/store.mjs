@@ -38,7 +38,11 @@ const chars = (text) => {
   for (const _ of text) n++;
   return n;
 };
-const textSize = (text) => (text == null || text.trim() === "" ? 0 : chars(text));
+// Blank is what the contract calls blank: nothing but the characters Python's str.isspace() accepts.
+// JavaScript's trim() differs (it keeps U+001C-U+001F and U+0085, and strips U+FEFF).
+const BLANK = /^[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$/;
+const blank = (text) => text == null || BLANK.test(text);
+const textSize = (text) => (blank(text) ? 0 : chars(text));
 
 function pyNumber(n) {
   // Python's repr of a float (JSON numbers that are not integers), or an integer's digits.
@@ -72,7 +76,7 @@ function checkLimit(size, current, maxChars) {
 }
 
 function parseDocument(text) {
-  if (text == null || text.trim() === "") return {};
+  if (blank(text)) return {};
   let doc;
   try {
     doc = JSON.parse(text);
@@ -105,7 +109,7 @@ function mergeDocument(stored, patch, maxChars) {
   const doc = parseDocument(stored);
   const merged = mergePatch(doc, patch);
   const text = dump(merged);
-  if (maxChars != null) checkLimit(chars(text), stored == null || stored.trim() === "" ? 0 : chars(dump(doc)), maxChars);
+  if (maxChars != null) checkLimit(chars(text), blank(stored) ? 0 : chars(dump(doc)), maxChars);
   if (Buffer.byteLength(text) > MAX_TEXT_BYTES) {
     throw new StoreError("ValidationError", `merged working memory is larger than ${MAX_TEXT_BYTES} bytes as JSON`);
   }

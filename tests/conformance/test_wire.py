@@ -79,6 +79,19 @@ def test_example_store_passes_through_run_on_the_async_api(example_url: str) -> 
 
 
 @pytest.mark.backend("mastra")
+@pytest.mark.parametrize("blank", ["\x85", "\x1c\x1f", " \u3000\n"])
+def test_example_store_reads_as_blank_what_the_contract_calls_blank(example_url: str, blank: str) -> None:
+    """Blank is Python's ``str.isspace()``: JavaScript's ``trim()`` keeps U+0085 and U+001C-U+001F (the state
+    machine found U+0085 stored and a merge refused as "not JSON")."""
+    with workmem.connect(example_url) as storage:
+        storage.set_working_memory(blank, scope="resource", resource_id="r")
+        assert storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r") == {"a": 1}
+        storage.set_working_memory("\ufeff", scope="resource", resource_id="r")  # not blank to Python
+        with pytest.raises(workmem.WorkingMemoryFormatError):
+            storage.merge_working_memory({"a": 1}, scope="resource", resource_id="r")
+
+
+@pytest.mark.backend("mastra")
 def test_example_store_passes_through_the_pytest_plugin(example_url: str, pytester: pytest.Pytester) -> None:
     chosen = "stateful or cross_process or owner_race"
     result = pytester.runpytest("--workmem-url", example_url, "--workmem-profile", "quick", "-v", "-k", chosen)
