@@ -39,11 +39,13 @@ from workmem.errors import (
     UnknownSchemeError,
     UnreadableRecordError,
     ValidationError,
+    VersionNotFoundError,
     WorkingMemoryFormatError,
     WorkingMemoryTooLargeError,
     WorkmemError,
     WrongEventLoopError,
 )
+from workmem.history import ErasedResource, HistoryPage, HistoryPolicy, MemoryVersion
 from workmem.hooks import Capabilities
 from workmem.masking import Secret
 from workmem.merge_patch import apply_merge_patch
@@ -65,9 +67,13 @@ __all__ = [
     "BackendUnavailableError",
     "Capabilities",
     "DriverError",
+    "ErasedResource",
     "HarnessError",
+    "HistoryPage",
+    "HistoryPolicy",
     "Memory",
     "MemoryStorage",
+    "MemoryVersion",
     "MissingDriverError",
     "MissingTablesError",
     "OperationNotSupportedError",
@@ -87,6 +93,7 @@ __all__ = [
     "UnknownSchemeError",
     "UnreadableRecordError",
     "ValidationError",
+    "VersionNotFoundError",
     "WorkingMemoryFormatError",
     "WorkingMemorySchema",
     "WorkingMemoryTooLargeError",

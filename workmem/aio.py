@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from workmem import operations
 from workmem._drive import run_sync
 from workmem.errors import StorageClosedError
+from workmem.history import ErasedResource, HistoryPage
 from workmem.hooks import Capabilities, ForwardingHooks, StorageHooks
 from workmem.records import UNSET, Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import MemoryStorage, renamed
@@ -131,9 +132,10 @@ class AsyncMemoryStorage(StorageHooks):
         resource_id: str | None = None,
         thread_id: str | None = None,
         max_chars: int | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> None:
         """See :meth:`MemoryStorage.set_working_memory`."""
-        await operations.set_working_memory(self, content, scope, resource_id, thread_id, max_chars)
+        await operations.set_working_memory(self, content, scope, resource_id, thread_id, max_chars, source)
 
     async def merge_working_memory(
         self,
@@ -143,9 +145,41 @@ class AsyncMemoryStorage(StorageHooks):
         resource_id: str | None = None,
         thread_id: str | None = None,
         max_chars: int | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """See :meth:`MemoryStorage.merge_working_memory`."""
-        return await operations.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars)
+        return await operations.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars, source)
+
+    # -- history and erasure ---------------------------------------------------------
+
+    async def working_memory_history(
+        self,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        limit: int = 20,
+        before: int | None = None,
+    ) -> HistoryPage:
+        """See :meth:`MemoryStorage.working_memory_history`."""
+        return await operations.working_memory_history(self, scope, resource_id, thread_id, limit, before)
+
+    async def restore_working_memory(
+        self,
+        version: int,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """See :meth:`MemoryStorage.restore_working_memory`."""
+        return await operations.restore_working_memory(self, version, scope, resource_id, thread_id, max_chars, source)
+
+    async def delete_resource(self, resource_id: str) -> ErasedResource:
+        """See :meth:`MemoryStorage.delete_resource`."""
+        return await operations.delete_resource(self, resource_id)
 
     # -- every record: iteration and bulk writes ------------------------------------
 
@@ -213,6 +247,7 @@ class ThreadedAsyncStorage(ForwardingHooks, AsyncMemoryStorage):
         self.storage = storage
         """The sync adapter doing the I/O."""
         self.capabilities = storage.capabilities  # type: ignore[misc]
+        self.history = storage.history
         workers = max_workers or getattr(storage, "pool_size", None) or _default_workers()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="workmem")
         self._closed = False

@@ -14,6 +14,7 @@ from typing import Any
 
 from workmem.arguments import check_owner, thread_working_memory
 from workmem.errors import ThreadOwnershipError
+from workmem.history import Recording
 from workmem.limits import check_limit, text_size
 from workmem.merge_patch import apply_merge_patch, read_json_object
 from workmem.records import WORKING_MEMORY_KEY, Resource, Thread, Unset, trusted_thread, validate_thread_metadata
@@ -53,6 +54,8 @@ class ResourceChange:
     metadata: dict[str, Any] | Unset | None
     now: datetime
     max_chars: int | None = None
+    record: Recording | None = None
+    """History is on and this change sets working memory: the hook records a version in its atomic step."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ class ThreadChange:
     now: datetime
     owner: str | None = None
     max_chars: int | None = None
+    record: Recording | None = None
+    """History is on and ``metadata`` sets ``workingMemory``: the hook records a version in its atomic step."""
 
 
 def updated_resource(old: Resource | None, resource_id: str, change: ResourceChange) -> Resource:

@@ -35,6 +35,7 @@ __all__ = [
     "UnknownSchemeError",
     "UnreadableRecordError",
     "ValidationError",
+    "VersionNotFoundError",
     "WorkingMemoryFormatError",
     "WorkingMemoryTooLargeError",
     "WorkmemError",
@@ -253,6 +254,15 @@ class OperationNotSupportedError(WorkmemError):
     def __init__(self, operation: str) -> None:
         super().__init__(f"the store does not support {operation}")
         self.operation = operation
+
+
+class VersionNotFoundError(WorkmemError, LookupError):
+    """``restore_working_memory`` named a version that working memory's history does not hold (never written, or
+    dropped by retention). Nothing changed."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"no version {version} in this working memory's history")
+        self.version = version
 
 
 class DriverError(Exception):

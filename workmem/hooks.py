@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from workmem.errors import UnreadableRecordError
+from workmem.errors import OperationNotSupportedError, UnreadableRecordError
+from workmem.history import ErasedResource, HistoryKey, HistoryPolicy, MemoryVersion, Recording
 from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage
 from workmem.validation import dump_json
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # workmem.changes imports this module (through workmem.argume
 
 __all__ = [
     "HOOK_NAMES",
+    "OPTIONAL_HOOK_NAMES",
     "Capabilities",
     "CheckedPatch",
     "ForwardingHooks",
@@ -59,6 +61,11 @@ class Capabilities:
     unsupported: frozenset[str] = frozenset()
     """Hooks (without their ``_``: ``"create_thread"``, ``"resource_page"``) the store has no way to do; calling one
     raises :class:`~workmem.errors.OperationNotSupportedError` (a store of another program, run over the wire)."""
+    history: bool = False
+    """Working memory's history: the write hooks record a version when told to (a :class:`~workmem.history.Recording`),
+    and :meth:`StorageHooks._history` / :meth:`StorageHooks._insert_versions` are implemented."""
+    erase: bool = False
+    """:meth:`StorageHooks._delete_resource` is implemented: a user and everything of theirs removed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +130,8 @@ class StorageHooks(ABC):
 
     capabilities: ClassVar[Capabilities]
     """What this adapter guarantees beyond the required contract."""
+    history: HistoryPolicy | None = None
+    """Whether this connection records working memory's history, and how much (``connect(url, history=...)``)."""
 
     @abstractmethod
     async def _get_resource(self, resource_id: str) -> Resource | None:
@@ -181,9 +190,18 @@ class StorageHooks(ABC):
 
     @abstractmethod
     async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+        self,
+        target: ScopeTarget,
+        patch: dict[str, Any],
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+        record: Recording | None = None,
     ) -> dict[str, Any]:
         """:func:`workmem.changes.merge_document` on the stored working memory of ``target``, atomically.
+
+        With ``record`` (history on; only an adapter declaring ``capabilities.history`` is given one),
+        the merged text is recorded as a version in the same atomic step (:class:`~workmem.history.Recording`).
 
         In thread scope: :class:`~workmem.errors.ThreadNotFoundError` without the
         thread, :func:`~workmem.kit.check_owner` with ``target.resource_id``,
@@ -238,6 +256,30 @@ class StorageHooks(ABC):
     async def _close(self) -> None:
         """Release connections; idempotent."""
 
+    # -- history and erasure: optional (``capabilities.history`` / ``capabilities.erase``) ---------------------------
+    # A write hook given a Recording (``change.record``, the ``record`` argument of the merge) writes the version in
+    # the same atomic step as the change. ``_delete_thread`` of an adapter with history removes the thread's versions
+    # in its atomic step too.
+
+    async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        """``key``'s versions numbered below ``before`` (``None``: all), newest first, at most ``limit``."""
+        raise OperationNotSupportedError("working memory history")
+
+    async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        """Store ``versions`` as given (an import), each one absent (same key and number) only; how many were new.
+
+        Versions of one key come oldest first; a version kept beside a newer one stays ordered by its number.
+        """
+        raise OperationNotSupportedError("working memory history")
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        """Remove the resource, every thread it owns, and every version of both scopes; what was removed.
+
+        Idempotent. Atomic where the database allows (one transaction, one script); otherwise re-runnable to
+        completion, and a thread of this resource created while it runs is removed too or outlives it whole.
+        """
+        raise OperationNotSupportedError("delete_resource")
+
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff): blocking here; an async adapter overrides it with ``asyncio.sleep``."""
         time.sleep(seconds)
@@ -285,6 +327,8 @@ def read_record_page(rows: Sequence[X], read: Callable[[X], R], key: Callable[[X
 
 HOOK_NAMES: tuple[str, ...] = tuple(sorted(StorageHooks.__abstractmethods__))
 """Every hook an adapter implements (the abstract methods of :class:`StorageHooks`), by name."""
+OPTIONAL_HOOK_NAMES: tuple[str, ...] = ("_delete_resource", "_history", "_insert_versions")
+"""The hooks of the optional capabilities (``history``, ``erase``), by name."""
 
 
 def _forwarder(name: str) -> Callable[..., Any]:
@@ -323,4 +367,7 @@ class ForwardingHooks(StorageHooks):
     _insert_resources = _forwarder("_insert_resources")
     _insert_threads = _forwarder("_insert_threads")
     _replace_thread = _forwarder("_replace_thread")
+    _history = _forwarder("_history")
+    _insert_versions = _forwarder("_insert_versions")
+    _delete_resource = _forwarder("_delete_resource")
     _close = _forwarder("_close")

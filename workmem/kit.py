@@ -58,7 +58,11 @@ And the contract itself, so that an adapter imports this module and
   :func:`~workmem.changes.updated_resource`, :func:`~workmem.changes.replaced_thread`,
   :func:`~workmem.changes.merge_document`, :func:`~workmem.changes.with_thread_memory`,
   :func:`~workmem.changes.memory_given`, :func:`~workmem.changes.shallow`,
-  :func:`~workmem.arguments.thread_working_memory_to_merge`.
+  :func:`~workmem.arguments.thread_working_memory_to_merge`, :func:`~workmem.arguments.thread_working_memory`.
+* **History and erasure** (``Capabilities.history``/``erase``) -- :class:`~workmem.history.Recording` (what a
+  write records, in its atomic step), :class:`~workmem.history.HistoryKey`, :class:`~workmem.history.MemoryVersion`,
+  :func:`~workmem.history.kept_versions` (retention), :func:`~workmem.history.with_version` (a version appended
+  in Python), :class:`~workmem.history.ErasedResource`, :data:`~workmem.history.HISTORY_TABLE`.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ from workmem.arguments import (
     check_create,
     check_owner,
     missing_tables,
+    thread_working_memory,
     thread_working_memory_to_merge,
 )
 from workmem.changes import (
@@ -90,6 +95,15 @@ from workmem.changes import (
     with_thread_memory,
 )
 from workmem.errors import DriverError, MissingDriverError, ValidationError, WorkmemError
+from workmem.history import (
+    HISTORY_TABLE,
+    ErasedResource,
+    HistoryKey,
+    MemoryVersion,
+    Recording,
+    kept_versions,
+    with_version,
+)
 from workmem.hooks import Capabilities, CheckedPatch, ListQuery, ScopeTarget, StorageHooks, patch_text, read_record_page
 from workmem.masking import Secret, detach, raise_unchained
 from workmem.records import (
@@ -123,6 +137,7 @@ from workmem.validation import MAX_DEPTH, MAX_SAFE_INT, MAX_TEXT_BYTES, dump_jso
 
 __all__ = [
     "CREATE_FALSE_ADVICE",
+    "HISTORY_TABLE",
     "MAX_DEPTH",
     "MAX_SAFE_INT",
     "MAX_TEXT_BYTES",
@@ -134,10 +149,14 @@ __all__ = [
     "CheckedPatch",
     "Direction",
     "DriverError",
+    "ErasedResource",
+    "HistoryKey",
     "ListQuery",
     "MemoryStorage",
+    "MemoryVersion",
     "OrderBy",
     "RecordPage",
+    "Recording",
     "Resource",
     "ResourceChange",
     "ScopeTarget",
@@ -161,6 +180,7 @@ __all__ = [
     "from_iso",
     "import_driver",
     "json_type",
+    "kept_versions",
     "mask_secrets",
     "mask_url",
     "memory_given",
@@ -178,6 +198,7 @@ __all__ = [
     "scheme_of",
     "shallow",
     "split_userinfo",
+    "thread_working_memory",
     "thread_working_memory_to_merge",
     "to_iso",
     "trusted_resource",
@@ -187,6 +208,7 @@ __all__ = [
     "url_secrets",
     "utc_now",
     "with_thread_memory",
+    "with_version",
 ]
 
 _INF = float("inf")

@@ -22,9 +22,19 @@ from workmem.arguments import (
     check_thread_update,
     thread_working_memory,
 )
-from workmem.changes import ResourceChange, ThreadChange
-from workmem.errors import ValidationError
-from workmem.hooks import CheckedPatch, StorageHooks
+from workmem.changes import ResourceChange, ThreadChange, memory_given
+from workmem.errors import OperationNotSupportedError, ValidationError, VersionNotFoundError
+from workmem.history import (
+    ErasedResource,
+    HistoryKey,
+    HistoryPage,
+    Recording,
+    VersionKind,
+    check_source,
+    check_version,
+    history_page,
+)
+from workmem.hooks import CheckedPatch, ScopeTarget, StorageHooks
 from workmem.limits import check_max_chars
 from workmem.records import (
     UNSET,
@@ -47,6 +57,7 @@ __all__ = [
     "OPERATIONS",
     "check_page_size",
     "create_thread",
+    "delete_resource",
     "delete_thread",
     "get_resource",
     "get_thread",
@@ -59,12 +70,14 @@ __all__ = [
     "merge_working_memory",
     "resources_after",
     "restore_thread",
+    "restore_working_memory",
     "save_resource",
     "save_thread",
     "set_working_memory",
     "threads_after",
     "update_resource",
     "update_thread",
+    "working_memory_history",
 ]
 
 R = TypeVar("R", Resource, Thread)
@@ -76,6 +89,13 @@ BULK_BATCH = 500
 
 
 # -- the operations ----------------------------------------------------------------------
+
+
+def _recording(hooks: StorageHooks, kind: VersionKind, source: object = None) -> Recording | None:
+    """What a write records in history (``None``: history is off); ``source`` is checked either way."""
+    checked, text = check_source(source)
+    policy = hooks.history
+    return None if policy is None else Recording(kind, checked, text, policy.keep)
 
 
 async def get_resource(hooks: StorageHooks, resource_id: str) -> Resource | None:
@@ -96,7 +116,9 @@ async def update_resource(
     validate_id(resource_id, "resource id")
     checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
     limit = check_max_chars(max_chars)
-    return await hooks._update_resource(resource_id, ResourceChange(checked_memory, checked_metadata, utc_now(), limit))
+    record = None if checked_memory is UNSET else _recording(hooks, "set")
+    change = ResourceChange(checked_memory, checked_metadata, utc_now(), limit, record)
+    return await hooks._update_resource(resource_id, change)
 
 
 async def get_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None) -> Thread | None:
@@ -129,7 +151,9 @@ async def update_thread(
     owner = None if resource_id is None else validate_id(resource_id, "resource id")
     checked_title, checked_metadata = check_thread_update(title, metadata)
     limit = check_max_chars(max_chars)
-    return await hooks._update_thread(thread_id, ThreadChange(checked_title, checked_metadata, utc_now(), owner, limit))
+    record = None if memory_given(checked_metadata) is None else _recording(hooks, "set")
+    change = ThreadChange(checked_title, checked_metadata, utc_now(), owner, limit, record)
+    return await hooks._update_thread(thread_id, change)
 
 
 async def delete_thread(hooks: StorageHooks, thread_id: str, resource_id: str | None = None) -> bool:
@@ -172,19 +196,25 @@ async def set_working_memory(
     resource_id: str | None,
     thread_id: str | None,
     max_chars: int | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> None:
     target = check_scope(scope, resource_id, thread_id)
     validate_text(content)
-    limit = check_max_chars(max_chars)
+    await _write_memory(hooks, target, content, check_max_chars(max_chars), _recording(hooks, "set", source))
+
+
+async def _write_memory(
+    hooks: StorageHooks, target: ScopeTarget, content: str | None, limit: int | None, record: Recording | None
+) -> None:
     if target.scope == "resource":
         assert target.resource_id is not None
-        await hooks._update_resource(target.resource_id, ResourceChange(content, UNSET, utc_now(), limit))
+        await hooks._update_resource(target.resource_id, ResourceChange(content, UNSET, utc_now(), limit, record))
         return
     assert target.thread_id is not None
     _, metadata = check_thread_update(UNSET, {WORKING_MEMORY_KEY: content})
     # The owner (and the size limit) are checked by the write itself: the thread may be deleted and its id
     # re-created under another resource, or its memory rewritten, between any read and the write.
-    change = ThreadChange(UNSET, metadata, utc_now(), target.resource_id, limit)
+    change = ThreadChange(UNSET, metadata, utc_now(), target.resource_id, limit, record)
     await hooks._update_thread(target.thread_id, change)
 
 
@@ -195,10 +225,86 @@ async def merge_working_memory(
     resource_id: str | None,
     thread_id: str | None,
     max_chars: int | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     target = check_scope(scope, resource_id, thread_id)
     checked = CheckedPatch(*validated_json_object(patch, "patch"))  # its text goes down with it: written once
-    return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=check_max_chars(max_chars))
+    limit = check_max_chars(max_chars)
+    record = _recording(hooks, "merge", source)
+    if record is None:  # the hooks of an adapter without history are not handed the argument
+        return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=limit)
+    return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=limit, record=record)
+
+
+# -- history and erasure -----------------------------------------------------------------
+
+
+def _require(hooks: StorageHooks, capability: str, operation: str) -> None:
+    if not getattr(hooks.capabilities, capability):
+        raise OperationNotSupportedError(operation)
+
+
+async def _history_key(hooks: StorageHooks, target: ScopeTarget) -> HistoryKey | None:
+    """The history of ``target``'s working memory: a thread's is its owner's (``None``: no such thread)."""
+    if target.scope == "resource":
+        assert target.resource_id is not None
+        return HistoryKey(target.resource_id)
+    assert target.thread_id is not None
+    thread = await hooks._get_thread(target.thread_id)
+    if thread is None:
+        return None
+    check_owner(thread, target.resource_id)
+    return HistoryKey(thread.resource_id, thread.id)
+
+
+async def working_memory_history(
+    hooks: StorageHooks,
+    scope: Scope,
+    resource_id: str | None,
+    thread_id: str | None,
+    limit: int = 20,
+    before: int | None = None,
+) -> HistoryPage:
+    target = check_scope(scope, resource_id, thread_id)
+    limit = check_page_size(limit, "limit")
+    before = None if before is None else check_version(before, "before")
+    _require(hooks, "history", "working memory history")
+    key = await _history_key(hooks, target)
+    if key is None:
+        return HistoryPage(())
+    return history_page(await hooks._history(key, limit, before), limit)
+
+
+async def restore_working_memory(
+    hooks: StorageHooks,
+    version: int,
+    scope: Scope,
+    resource_id: str | None,
+    thread_id: str | None,
+    max_chars: int | None = None,
+    source: Mapping[str, Any] | None = None,
+) -> str | None:
+    target = check_scope(scope, resource_id, thread_id)
+    check_version(version)
+    limit = check_max_chars(max_chars)
+    _, _ = check_source(source)
+    _require(hooks, "history", "restore_working_memory")
+    if hooks.history is None:
+        raise OperationNotSupportedError("restore_working_memory without history (connect(url, history=True))")
+    key = await _history_key(hooks, target)
+    found = [] if key is None else await hooks._history(key, 1, version + 1)
+    if not found or found[0].version != version:
+        raise VersionNotFoundError(version)
+    content = found[0].content
+    record = _recording(hooks, "restore", {**(source or {}), "restoredFrom": version})
+    await _write_memory(hooks, target, content, limit, record)
+    return content
+
+
+async def delete_resource(hooks: StorageHooks, resource_id: str) -> ErasedResource:
+    validate_id(resource_id, "resource id")
+    _require(hooks, "erase", "delete_resource")
+    return await hooks._delete_resource(resource_id)
 
 
 # -- iteration and bulk writes -----------------------------------------------------------

@@ -21,7 +21,9 @@ from typing import Any
 
 from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage, opened_in_thread
 from workmem.arguments import check_create
-from workmem.errors import MissingDriverError, UnknownSchemeError, ValidationError
+from workmem.errors import MissingDriverError, OperationNotSupportedError, UnknownSchemeError, ValidationError
+from workmem.history import HistoryPolicy, check_history
+from workmem.hooks import StorageHooks
 from workmem.masking import Secret, forgets_locals, forgets_locals_async
 from workmem.storage import MemoryStorage
 from workmem.urls import mask_url, scheme_of
@@ -205,9 +207,30 @@ def _encodable(url: str) -> Iterator[None]:
         raise ValidationError(f"a host name in {mask_url(url)} cannot be encoded: {exc}") from None
 
 
+def _history_refused(storage: StorageHooks, policy: HistoryPolicy | None) -> OperationNotSupportedError | None:
+    """The error when ``policy`` asks for history and ``storage`` has none; else ``storage`` is set to record by it."""
+    if policy is None:
+        return None
+    if not storage.capabilities.history:
+        return OperationNotSupportedError(f"working memory history on {type(storage).__name__}")
+    storage.history = policy
+    return None
+
+
 @forgets_locals
-def connect(url: str | os.PathLike[str] | Secret, *, create: bool = True, **options: Any) -> MemoryStorage:
+def connect(
+    url: str | os.PathLike[str] | Secret,
+    *,
+    create: bool = True,
+    history: bool | int | HistoryPolicy | None = None,
+    **options: Any,
+) -> MemoryStorage:
     """Open the adapter for ``url``, creating missing tables and indexes (unless ``create=False``).
+
+    ``history``: record every change of working memory as a version (``True``: keep all;
+    an ``int`` N: keep the newest N of each working memory; ``None``/``False``: off, the
+    default). See :meth:`~workmem.storage.MemoryStorage.working_memory_history`; an
+    adapter without history raises :class:`~workmem.errors.OperationNotSupportedError`.
 
     ``create=False`` creates and changes nothing, for read-only credentials or files; the
     tables must exist (else :class:`~workmem.errors.MissingTablesError`). It is passed to the
@@ -219,15 +242,24 @@ def connect(url: str | os.PathLike[str] | Secret, *, create: bool = True, **opti
     An exception leaving ``connect`` holds no secret, not even in the local
     variables of its traceback's frames (:func:`~workmem.masking.forgets_locals`).
     """
+    policy = check_history(history)
     url = _checked_url(url, create, options)
     adapter = resolve(url)
     with _encodable(url):
-        return adapter.from_url(url, **options)
+        storage = adapter.from_url(url, **options)
+    if refused := _history_refused(storage, policy):
+        storage.close()
+        raise refused
+    return storage
 
 
 @forgets_locals_async
 async def connect_async(
-    url: str | os.PathLike[str] | Secret, *, create: bool = True, **options: Any
+    url: str | os.PathLike[str] | Secret,
+    *,
+    create: bool = True,
+    history: bool | int | HistoryPolicy | None = None,
+    **options: Any,
 ) -> AsyncMemoryStorage:
     """:func:`connect`, for the async API: an :class:`~workmem.aio.AsyncMemoryStorage` (an async context manager).
 
@@ -237,12 +269,19 @@ async def connect_async(
     :class:`~workmem.aio.ThreadedAsyncStorage`, so the event loop never blocks.
     An exception leaving it holds no secret, as one leaving :func:`connect`.
     """
+    policy = check_history(history)
     url = _checked_url(url, create, options)
     adapter = resolve(url)
     with _encodable(url):
         if adapter.async_adapter is None:
-            return ThreadedAsyncStorage(await opened_in_thread(functools.partial(adapter.from_url, url, **options)))
-        return await _async_twin(adapter, url).open(url, **options)
+            opened = await opened_in_thread(functools.partial(adapter.from_url, url, **options))
+            storage: AsyncMemoryStorage = ThreadedAsyncStorage(opened)
+        else:
+            storage = await _async_twin(adapter, url).open(url, **options)
+    if refused := _history_refused(storage, policy):
+        await storage.close()
+        raise refused
+    return storage
 
 
 def _async_twin(adapter: type[MemoryStorage], url: str) -> type[AsyncMemoryStorage]:

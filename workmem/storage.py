@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Self
 
 from workmem import arguments, hooks, operations
 from workmem._drive import iterate_sync, run_sync
+from workmem.history import ErasedResource, HistoryPage
 from workmem.records import UNSET, Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
 
 __all__ = ["MemoryStorage"]
@@ -224,6 +225,7 @@ class MemoryStorage(hooks.StorageHooks):
         resource_id: str | None = None,
         thread_id: str | None = None,
         max_chars: int | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> None:
         """Replace the working memory text of one scope.
 
@@ -236,8 +238,11 @@ class MemoryStorage(hooks.StorageHooks):
         :class:`~workmem.errors.WorkingMemoryTooLargeError` and changes nothing. The
         comparison is made on the stored text in the same atomic step as the write,
         so concurrent writers cannot make it stale.
+
+        ``source`` (a JSON object): who made the change, recorded with the version when
+        history is on (``connect(url, history=True)``; see :meth:`working_memory_history`).
         """
-        run_sync(operations.set_working_memory(self, content, scope, resource_id, thread_id, max_chars))
+        run_sync(operations.set_working_memory(self, content, scope, resource_id, thread_id, max_chars, source))
 
     def merge_working_memory(
         self,
@@ -247,6 +252,7 @@ class MemoryStorage(hooks.StorageHooks):
         resource_id: str | None = None,
         thread_id: str | None = None,
         max_chars: int | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Apply an RFC 7396 merge patch to the stored JSON object; return the merged document. Atomic.
 
@@ -265,9 +271,60 @@ class MemoryStorage(hooks.StorageHooks):
         or blank: 0), :class:`~workmem.errors.WorkingMemoryTooLargeError` is raised
         and nothing changes. Decided on the merged result inside the merge's atomic
         step: any number of concurrent merges leave at most ``max_chars`` characters
-        (from memory within the limit).
+        (from memory within the limit). ``source``: as in :meth:`set_working_memory`.
         """
-        return run_sync(operations.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars))
+        return run_sync(operations.merge_working_memory(self, patch, scope, resource_id, thread_id, max_chars, source))
+
+    # -- history and erasure ---------------------------------------------------------
+
+    def working_memory_history(
+        self,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        limit: int = 20,
+        before: int | None = None,
+    ) -> HistoryPage:
+        """The versions of one working memory, newest first: at most ``limit``, numbered below ``before``.
+
+        Recorded while history is on (``connect(url, history=True)`` or ``history=N`` to keep
+        the newest N), one version per change in the change's atomic step: set, merge,
+        restore or import, the text after it, its time and ``source``. Pass the page's
+        ``next_before`` as ``before`` for older versions. A missing thread has no history;
+        in thread scope a given ``resource_id`` must be the thread's owner.
+        :class:`~workmem.errors.OperationNotSupportedError` on an adapter without history.
+        """
+        return run_sync(operations.working_memory_history(self, scope, resource_id, thread_id, limit, before))
+
+    def restore_working_memory(
+        self,
+        version: int,
+        *,
+        scope: Scope,
+        resource_id: str | None = None,
+        thread_id: str | None = None,
+        max_chars: int | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Write version ``version``'s text as the working memory again, recorded as a new version; return it.
+
+        History is never rewritten: the restore is the newest version (kind ``"restore"``, its
+        ``source`` carrying ``restoredFrom``). :class:`~workmem.errors.VersionNotFoundError` when
+        the history does not hold that version; needs history on. Scope, ownership and
+        ``max_chars`` as in :meth:`set_working_memory`.
+        """
+        return run_sync(
+            operations.restore_working_memory(self, version, scope, resource_id, thread_id, max_chars, source)
+        )
+
+    def delete_resource(self, resource_id: str) -> ErasedResource:
+        """Erase a user: the resource, every thread it owns, their working memory and all history. Idempotent.
+
+        Returns what it removed. Never touches another resource's records. Atomic where the
+        backend allows (see the backend's page); elsewhere re-runnable to completion.
+        """
+        return run_sync(operations.delete_resource(self, resource_id))
 
     # -- every record: iteration and bulk writes ------------------------------------
 

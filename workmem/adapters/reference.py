@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from workmem.changes import ResourceChange, ThreadChange
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
+from workmem.history import ErasedResource, HistoryKey, MemoryVersion, Recording, with_version
 from workmem.kit import (
     AsyncMemoryStorage,
     Capabilities,
@@ -40,6 +41,7 @@ from workmem.kit import (
     merge_document,
     private_copy,
     replaced_thread,
+    thread_working_memory,
     thread_working_memory_to_merge,
     updated_resource,
     updated_thread,
@@ -98,6 +100,13 @@ class _Store:
         self.lock = threading.RLock()
         self.resources: _Records[Resource] = _Records()
         self.threads: _Records[Thread] = _Records()
+        self.history: dict[HistoryKey, list[MemoryVersion]] = {}
+        """Each working memory's versions, oldest first."""
+
+    def record(self, recording: Recording | None, key: HistoryKey, content: str | None, now: datetime) -> None:
+        """Append the version ``recording`` makes (none without one); the caller holds the lock."""
+        if recording is not None:
+            self.history[key] = with_version(self.history.get(key, []), recording, key, content, now)
 
 
 def _page(records: _Records[R], after: str | None, limit: int) -> RecordPage[R]:
@@ -124,7 +133,9 @@ def _name_of(url: str, options: dict[str, Any]) -> str | None:
 class ReferenceHooks(StorageHooks):
     """The hooks on plain dicts behind a lock: the executable reading of the contract."""
 
-    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=False, persistent=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cross_process_atomic=False, persistent=False, history=True, erase=True
+    )
 
     def __init__(self, name: str | None = None) -> None:
         self.name = name
@@ -161,6 +172,7 @@ class ReferenceHooks(StorageHooks):
         with self._store.lock:
             new = updated_resource(self._store.resources.get(resource_id), resource_id, change)
             self._store.resources[resource_id] = new
+            self._store.record(change.record, HistoryKey(resource_id), new.working_memory, change.now)
         return private_copy(new)
 
     # -- threads -------------------------------------------------------------------
@@ -187,6 +199,8 @@ class ReferenceHooks(StorageHooks):
         with self._store.lock:
             new = updated_thread(self._locked_thread(thread_id), change)
             self._store.threads[thread_id] = new
+            memory = thread_working_memory(new.metadata)
+            self._store.record(change.record, HistoryKey(new.resource_id, thread_id), memory, change.now)
         return private_copy(new)
 
     def _locked_thread(self, thread_id: str) -> Thread:
@@ -202,6 +216,7 @@ class ReferenceHooks(StorageHooks):
                 return False
             check_owner(thread, owner)
             del self._store.threads[thread_id]
+            self._store.history.pop(HistoryKey(thread.resource_id, thread_id), None)
             return True
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
@@ -244,7 +259,13 @@ class ReferenceHooks(StorageHooks):
     # -- working memory ------------------------------------------------------------
 
     async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+        self,
+        target: ScopeTarget,
+        patch: dict[str, Any],
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+        record: Recording | None = None,
     ) -> dict[str, Any]:
         with self._store.lock:
             if target.scope == "resource":
@@ -254,13 +275,45 @@ class ReferenceHooks(StorageHooks):
                 self._store.resources[target.resource_id] = updated_resource(
                     old, target.resource_id, ResourceChange(text, Unset.UNSET, now)
                 )
+                self._store.record(record, HistoryKey(target.resource_id), text, now)
                 return merged
             assert target.thread_id is not None
             thread = self._locked_thread(target.thread_id)
             check_owner(thread, target.resource_id)
             merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
             self._store.threads[thread.id] = with_thread_memory(thread, text, now)
+            self._store.record(record, HistoryKey(thread.resource_id, thread.id), text, now)
             return merged
+
+    # -- history and erasure -------------------------------------------------------------
+
+    async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        with self._store.lock:
+            versions = self._store.history.get(key, [])
+            older = [v for v in reversed(versions) if before is None or v.version < before]
+        return older[:limit]  # a version is frozen and its source a copy of its own (MemoryVersion checks it)
+
+    async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        added = 0
+        with self._store.lock:
+            for version in versions:
+                kept = self._store.history.setdefault(version.key, [])
+                if all(v.version != version.version for v in kept):
+                    kept.append(version)
+                    kept.sort(key=lambda v: v.version)
+                    added += 1
+        return added
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        with self._store.lock:
+            store = self._store
+            resource = store.resources.pop(resource_id, None) is not None
+            threads = tuple(t.id for t in store.threads.values() if t.resource_id == resource_id)
+            for thread_id in threads:
+                del store.threads[thread_id]
+            keys = [key for key in store.history if key.resource_id == resource_id]
+            versions = sum(len(store.history.pop(key)) for key in keys)
+        return ErasedResource(resource_id, resource, tuple(sorted(threads)), versions)
 
     async def _close(self) -> None:
         self._closed = True  # the named store lives on for other connections to it

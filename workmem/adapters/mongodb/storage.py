@@ -86,6 +86,7 @@ from workmem.errors import (
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
     MemoryStorage,
+    Recording,
     ResourceChange,
     ThreadChange,
     backoff,
@@ -418,7 +419,13 @@ class MongoHooks(StorageHooks):
     # -- working memory --------------------------------------------------------------
 
     async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+        self,
+        target: ScopeTarget,
+        patch: dict[str, Any],
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+        record: Recording | None = None,
     ) -> dict[str, Any]:
         if target.scope == "resource":
             assert target.resource_id is not None

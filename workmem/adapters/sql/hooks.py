@@ -48,6 +48,7 @@ from workmem.errors import (
 )
 from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
+    Recording,
     ResourceChange,
     ThreadChange,
     check_owner,
@@ -437,7 +438,13 @@ class SqlHooks(StorageHooks):
     # -- working memory ------------------------------------------------------------
 
     async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+        self,
+        target: ScopeTarget,
+        patch: dict[str, Any],
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+        record: Recording | None = None,
     ) -> dict[str, Any]:
         # A max_chars limit is decided on the merged text as workmem writes it (dump_json), which no database's
         # own JSON output matches exactly (spacing, escapes, number formats, bytes): with a limit, the merge is

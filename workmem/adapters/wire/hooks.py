@@ -25,6 +25,7 @@ from workmem.errors import OperationNotSupportedError, ValidationError
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks
 from workmem.kit import (
     MemoryStorage,
+    Recording,
     ResourceChange,
     ThreadChange,
     check_create,
@@ -222,7 +223,13 @@ class WireHooks(StorageHooks):
     # -- working memory ------------------------------------------------------------------
 
     async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
+        self,
+        target: ScopeTarget,
+        patch: dict[str, Any],
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+        record: Recording | None = None,
     ) -> dict[str, Any]:
         args = {
             "scope": target.scope,
