@@ -164,6 +164,30 @@ def test_export_into_a_pipe_closed_early_exits_quietly(tmp_path: Path) -> None:
     assert status == 141, (status, err)  # 128 + SIGPIPE, as for any program a closed pipe stops
 
 
+def test_import_reads_standard_input_given_as_dash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``workmem export A | workmem import B -`` through a real pipe; a stdin without bytes is an error, status 2."""
+    src, dst = f"file:{tmp_path / 'src.db'}", f"file:{tmp_path / 'dst.db'}"
+    with workmem.connect(src) as storage:
+        storage.save_resource(Resource("r-1", "# wm", {"k": 1}, T0, T0))
+        storage.save_thread(Thread("t-1", "r-1", "title", {"n": 2}, T0, T0))
+    export = subprocess.Popen([sys.executable, "-m", "workmem", "export", src], stdout=subprocess.PIPE)
+    imported = subprocess.run(
+        [sys.executable, "-m", "workmem", "import", dst, "-"], stdin=export.stdout, capture_output=True, timeout=120
+    )
+    assert export.stdout is not None
+    export.stdout.close()
+    assert export.wait(timeout=120) == 0
+    assert imported.returncode == 0, imported.stderr.decode()
+    assert "resources: 1 inserted" in imported.stdout.decode() and "threads: 1 inserted" in imported.stdout.decode()
+    with workmem.connect(dst, create=False) as storage:
+        assert storage.get_resource("r-1") == Resource("r-1", "# wm", {"k": 1}, T0, T0)
+        assert storage.get_thread("t-1") == Thread("t-1", "r-1", "title", {"n": 2}, T0, T0)
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(HEADER_LINE))  # text only: no binary buffer under it
+    status, _, err = run_cli("import", dst, "-")
+    assert status == 2 and "standard input has no binary buffer" in err, (status, err)
+
+
 def test_export_into_a_broken_pipe_in_python_is_not_mistaken_for_the_cli(tmp_path: Path) -> None:
     """Only the command line turns a closed standard output into a quiet exit; Python callers get the OSError."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from workmem.records import WORKING_MEMORY_KEY, Resource, Thread
 from workmem.storage import MemoryStorage
@@ -26,6 +26,9 @@ from .strategies import STAMPS
 __all__ = ["no_aliasing"]
 
 
+_Part = Literal["resource_metadata", "resource_memory", "thread_metadata", "thread_memory"]
+
+
 @dataclass
 class _Stored:
     """What the check expects the backend to hold."""
@@ -35,6 +38,11 @@ class _Stored:
     thread_metadata: dict[str, Any] = field(default_factory=dict)
     thread_memory: dict[str, Any] = field(default_factory=dict)
     writes: int = 0
+
+    def given(self, part: _Part, tag: str, *, merged: bool = False) -> dict[str, Any]:
+        """A fresh ``_nested(tag)`` for the caller to give; ``part`` then holds it (merged in, or in its place)."""
+        setattr(self, part, (getattr(self, part) | _nested(tag)) if merged else _nested(tag))
+        return _nested(tag)
 
 
 def _nested(tag: str) -> dict[str, Any]:
@@ -64,41 +72,33 @@ def no_aliasing(ctx: CheckContext) -> None:
         for where, conn in (("the same connection", one), ("a second connection", two)):
             _same_as_stored(conn, where, what, rid, tid, want)
 
-    created = Thread(tid, rid, "t", _nested("created"), STAMPS[0], STAMPS[0])
-    want.thread_metadata = _nested("created")
+    created = Thread(tid, rid, "t", want.given("thread_metadata", "created"), STAMPS[0], STAMPS[0])
     returned: object = one.create_thread(created)
     after("the Thread passed to create_thread and the one it returned", created.metadata, returned)
 
-    given_metadata = _nested("resource")
-    record = Resource(rid, None, given_metadata)
-    want.resource_metadata = _nested("resource")
+    record = Resource(rid, None, want.given("resource_metadata", "resource"))
     returned = one.save_resource(record)
     after("the Resource passed to save_resource (and its metadata) and the one it returned", record.metadata, returned)
 
-    update = _nested("update")
-    want.resource_metadata |= _nested("update")
+    update = want.given("resource_metadata", "update", merged=True)
     returned = one.update_resource(rid, metadata=update)
     after("the metadata passed to update_resource and the Resource it returned", update, returned)
     after("the Resource get_resource returned", one.get_resource(rid))
 
-    replacement = Thread(tid, rid, "saved", _nested("saved"))
-    want.thread_metadata = _nested("saved")
+    replacement = Thread(tid, rid, "saved", want.given("thread_metadata", "saved"))
     returned = one.save_thread(replacement)
     after("the Thread passed to save_thread and the one it returned", replacement.metadata, returned)
 
-    update = _nested("thread update")
-    want.thread_metadata |= _nested("thread update")
+    update = want.given("thread_metadata", "thread update", merged=True)
     returned = one.update_thread(tid, metadata=update)
     after("the metadata passed to update_thread and the Thread it returned", update, returned)
     after("the Thread get_thread returned", one.get_thread(tid, resource_id=rid))
     after("the ThreadPage list_threads returned", one.list_threads(rid))
 
-    patch = _nested("resource merge")
-    want.resource_memory |= _nested("resource merge")
+    patch = want.given("resource_memory", "resource merge", merged=True)
     returned = one.merge_working_memory(patch, scope="resource", resource_id=rid)
     after("the patch passed to a resource-scope merge_working_memory and the document it returned", patch, returned)
-    patch = _nested("thread merge")
-    want.thread_memory |= _nested("thread merge")
+    patch = want.given("thread_memory", "thread merge", merged=True)
     returned = one.merge_working_memory(patch, scope="thread", thread_id=tid, resource_id=rid)
     after("the patch passed to a thread-scope merge_working_memory and the document it returned", patch, returned)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from workmem.errors import ValidationError, WorkingMemoryTooLargeError
@@ -160,24 +161,13 @@ def _replaces(place: _Place) -> None:
     place.refused(
         "set_working_memory(larger, over the limit)", lambda: write("x" * 301, **ids, max_chars=200), 301, 300, 200
     )
-    place.stored(
-        "set_working_memory(the same size, over the limit)",
-        lambda: write("y" * 300, **ids, max_chars=200),
-        "y" * 300,
-        sized=False,
-    )
-    place.stored(
-        "set_working_memory(smaller, still over the limit)",
-        lambda: write("z" * 201, **ids, max_chars=200),
-        "z" * 201,
-        sized=False,
-    )
-    place.stored(
-        "set_working_memory(200 characters, 400 bytes)",
-        lambda: write("é" * 200, **ids, max_chars=200),
-        "é" * 200,
-        sized=False,
-    )
+    kept = [  # what does not grow is stored as given, even above the limit
+        ("set_working_memory(the same size, over the limit)", "y" * 300),
+        ("set_working_memory(smaller, still over the limit)", "z" * 201),
+        ("set_working_memory(200 characters, 400 bytes)", "é" * 200),
+    ]
+    for what, text in kept:
+        place.stored(what, partial(write, text, **ids, max_chars=200), text, sized=False)
     place.refused(
         "set_working_memory(one character over)", lambda: write("é" * 201, **ids, max_chars=200), 201, 200, 200
     )

@@ -190,6 +190,21 @@ def _count_lines(path: Path) -> int:
     return count
 
 
+@contextmanager
+def _input(name: str, *, count: bool) -> Iterator[tuple[BinaryIO, int | None]]:
+    """Standard input (``-``) or the file ``name``, and its number of lines if ``count`` (a file only)."""
+    if name == "-":
+        stdin = _binary(sys.stdin)
+        if stdin is None:
+            raise OSError("standard input has no binary buffer to read an export from")
+        yield stdin, None
+        return
+    path = Path(name)
+    total = _count_lines(path) if count else None
+    with path.open("rb") as lines:
+        yield lines, total
+
+
 def _printer(progress: Progress, out: TextIO) -> Callable[[Issue], None]:
     return lambda issue: progress.message(str(issue), out)
 
@@ -247,33 +262,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[st
                 )
             return _finish("export", report, progress, human)
         assert args.command == "import"
-        if args.file == "-":
-            stdin = _binary(sys.stdin)
-            if stdin is None:
-                raise OSError("standard input has no binary buffer to read an export from")
+        with _input(args.file, count=progress.tty) as (lines, total):
             report = import_records(
                 args.url,
-                stdin,
+                lines,
                 overwrite=args.overwrite,
                 create=args.create,
                 page_size=args.page_size,
                 progress=progress,
+                total=total,
                 on_issue=_printer(progress, out),
             )
-        else:
-            path = Path(args.file)
-            total = _count_lines(path) if progress.tty else None
-            with path.open("rb") as lines:
-                report = import_records(
-                    args.url,
-                    lines,
-                    overwrite=args.overwrite,
-                    create=args.create,
-                    page_size=args.page_size,
-                    progress=progress,
-                    total=total,
-                    on_issue=_printer(progress, out),
-                )
         return _finish("import", report, progress, out)
     except BrokenPipeError:
         raise  # the reader of the output went away: the command ends quietly (workmem.cli)

@@ -195,25 +195,11 @@ def parse_record(raw: bytes) -> Record:
     unknown = sorted(set(value) - set(fields))
     if unknown:
         raise BadLine(f"unknown field(s) for a {kind}: {', '.join(map(repr, unknown))}")
-    created_at = _timestamp(value["created_at"], "created_at")
-    updated_at = _timestamp(value["updated_at"], "updated_at")
+    arguments = {name: value[name] for name in fields if name != "kind"}  # the record's own keywords
+    for stamp in ("created_at", "updated_at"):
+        arguments[stamp] = _timestamp(value[stamp], stamp)
     try:
-        if kind == "resource":
-            return Resource(
-                id=value["id"],
-                working_memory=value["working_memory"],
-                metadata=value["metadata"],
-                created_at=created_at,
-                updated_at=updated_at,
-            )
-        return Thread(
-            id=value["id"],
-            resource_id=value["resource_id"],
-            title=value["title"],
-            metadata=value["metadata"],
-            created_at=created_at,
-            updated_at=updated_at,
-        )
+        return (Resource if kind == "resource" else Thread)(**arguments)
     except ValidationError as exc:
         raise BadLine(str(exc)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Any, ClassVar, Final, Literal, overload
 
 __all__ = ["MAX_KEPT_ISSUES", "Issue", "IssueKind", "Outcome", "TransferReport"]
 
@@ -46,6 +46,22 @@ class Issue:
         return f"{where}{self.kind}: {what}{self.detail}"
 
 
+class _IssueCount:
+    """A read-only attribute of a report: how many issues of one kind it found (all of them, kept or not)."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: IssueKind) -> None:
+        self.kind = kind
+
+    @overload
+    def __get__(self, report: None, owner: type[Any] | None = None) -> _IssueCount: ...
+    @overload
+    def __get__(self, report: TransferReport, owner: type[Any] | None = None) -> int: ...
+    def __get__(self, report: TransferReport | None, owner: type[Any] | None = None) -> _IssueCount | int:
+        return self if report is None else report.issue_counts[self.kind]
+
+
 @dataclass(slots=True)
 class TransferReport:
     """The counts of one run, per record kind and outcome, and its issues (the first :data:`MAX_KEPT_ISSUES`)."""
@@ -73,21 +89,14 @@ class TransferReport:
         """No conflict, unreadable record, difference or bad line."""
         return not self.issue_counts
 
-    @property
-    def conflicts(self) -> int:
-        return self.issue_counts["conflict"]
-
-    @property
-    def differences(self) -> int:
-        return self.issue_counts["difference"]
-
-    @property
-    def unreadable(self) -> int:
-        return self.issue_counts["unreadable"]
-
-    @property
-    def bad_lines(self) -> int:
-        return self.issue_counts["bad line"]
+    conflicts: ClassVar[_IssueCount] = _IssueCount("conflict")
+    """How many ``conflict`` issues (an ``int``)."""
+    differences: ClassVar[_IssueCount] = _IssueCount("difference")
+    """How many ``difference`` issues."""
+    unreadable: ClassVar[_IssueCount] = _IssueCount("unreadable")
+    """How many ``unreadable`` issues."""
+    bad_lines: ClassVar[_IssueCount] = _IssueCount("bad line")
+    """How many ``bad line`` issues."""
 
     def summary(self) -> str:
         """Lines such as ``resources: 10 inserted, 2 skipped`` and the issue totals."""

@@ -116,7 +116,8 @@ def _stored_thread(row: Sequence[Any]) -> Thread:
 # Mastra write -- str columns, metadata as JSON object text (or already decoded, or NULL), and
 # 2025-01-02T03:04:05.678Z stamps -- is mapped with as few calls as can be (right after a driver
 # call, each costs more than the work it does); any other row, and any doubt (a value that does
-# not parse), goes to _stored_resource / _stored_thread, which explain or convert.
+# not parse), goes to _stored_resource / _stored_thread, which explain or convert. _written_tail
+# checks the columns both rows end with (metadata and the two stamps).
 
 
 def _json_text_object(text: str) -> Any:
@@ -128,48 +129,43 @@ def _json_text_object(text: str) -> Any:
     return value if end == len(text) and type(value) is dict else text
 
 
-def resource_from_row(row: Sequence[Any]) -> Resource:
-    rid, working_memory, metadata, created_at, updated_at = row[:5]
-    if type(metadata) is str:
-        metadata = _json_text_object(metadata)
-    if (
-        type(rid) is str
-        and (type(working_memory) is str or working_memory is None)
-        and (type(metadata) is dict or metadata is None)
-        and type(created_at) is str
+def _written_tail(
+    metadata: Any, created_at: Any, updated_at: Any
+) -> tuple[dict[str, Any] | None, datetime, datetime] | None:
+    """The columns both rows end with, if they are as workmem and Mastra write them, else ``None``.
+
+    That is: both stamps ``2025-01-02T03:04:05.678Z`` text and metadata a JSON object (its
+    text, or already decoded) or NULL; they come back as ``trusted_*`` takes them.
+    """
+    if not (
+        type(created_at) is str
         and type(updated_at) is str
         and len(created_at) == len(updated_at) == 24
         and created_at[19] == updated_at[19] == "."
         and created_at[23] == updated_at[23] == "Z"
     ):
-        try:
-            return trusted_resource(
-                rid, working_memory, metadata, _fromisoformat(created_at), _fromisoformat(updated_at)
-            )
-        except ValueError:
-            pass
-    return _stored_resource((rid, working_memory, metadata, created_at, updated_at))
+        return None
+    if type(metadata) is str:
+        metadata = _json_text_object(metadata)
+    if metadata is not None and type(metadata) is not dict:
+        return None
+    try:
+        return metadata, _fromisoformat(created_at), _fromisoformat(updated_at)
+    except ValueError:
+        return None  # not a date after all: the slow path explains
+
+
+def resource_from_row(row: Sequence[Any]) -> Resource:
+    rid, working_memory, metadata, created_at, updated_at = row[:5]
+    tail = _written_tail(metadata, created_at, updated_at)
+    if tail is not None and type(rid) is str and (type(working_memory) is str or working_memory is None):
+        return trusted_resource(rid, working_memory, *tail)
+    return _stored_resource(row)
 
 
 def thread_from_row(row: Sequence[Any]) -> Thread:
     tid, resource_id, title, metadata, created_at, updated_at = row[:6]
-    if type(metadata) is str:
-        metadata = _json_text_object(metadata)
-    if (
-        type(tid) is str
-        and type(resource_id) is str
-        and type(title) is str
-        and (type(metadata) is dict or metadata is None)
-        and type(created_at) is str
-        and type(updated_at) is str
-        and len(created_at) == len(updated_at) == 24
-        and created_at[19] == updated_at[19] == "."
-        and created_at[23] == updated_at[23] == "Z"
-    ):
-        try:
-            return trusted_thread(
-                tid, resource_id, title, metadata, _fromisoformat(created_at), _fromisoformat(updated_at)
-            )
-        except ValueError:
-            pass
-    return _stored_thread((tid, resource_id, title, metadata, created_at, updated_at))
+    tail = _written_tail(metadata, created_at, updated_at)
+    if tail is not None and type(tid) is str and type(resource_id) is str and type(title) is str:
+        return trusted_thread(tid, resource_id, title, *tail)
+    return _stored_thread(row)
