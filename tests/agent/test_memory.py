@@ -150,7 +150,7 @@ def test_memory_owns_and_closes_a_storage_it_opened(monkeypatch: pytest.MonkeyPa
         def close(self) -> None:
             closed.append("closed")
 
-    monkeypatch.setattr(workmem.agent.memory, "connect", lambda url: Spy())
+    monkeypatch.setattr(workmem.agent.memory, "connect", lambda url, **options: Spy())
     with Memory("memory://whatever") as memory:
         assert isinstance(memory.storage, Spy)
     assert closed == ["closed"]

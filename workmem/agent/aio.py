@@ -29,6 +29,7 @@ from workmem.agent.operations import MemoryBase, ToolResult
 from workmem.agent.schema import SchemaInput
 from workmem.aio import AsyncMemoryStorage, ThreadedAsyncStorage
 from workmem.errors import ValidationError
+from workmem.history import ErasedResource, HistoryPage
 from workmem.masking import Secret, forgets_locals_async
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect_async
@@ -86,7 +87,7 @@ class AsyncMemory(MemoryBase):
 
         The settings are checked before anything is opened. ``read_only=True``
         opens with ``create=False`` (nothing is created: a SELECT-only role, a
-        read-only file works). ``options`` go to ``connect_async`` (pool sizes, timeouts, ...).
+        read-only file works). ``options`` go to ``connect_async`` (``history=True``, pool sizes, timeouts, ...).
         """
         if not isinstance(url, str | os.PathLike | Secret):
             raise ValidationError(f"url must be a URL string or a path, not {type(url).__name__}")
@@ -194,9 +195,10 @@ class AsyncMemory(MemoryBase):
         *,
         thread_id: str | None = None,
         resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> None:
         """See :meth:`Memory.update_working_memory <workmem.agent.Memory.update_working_memory>`."""
-        await operations.update_working_memory(self, content, thread_id, resource_id)
+        await operations.update_working_memory(self, content, thread_id, resource_id, source)
 
     async def merge_working_memory(
         self,
@@ -204,17 +206,51 @@ class AsyncMemory(MemoryBase):
         *,
         thread_id: str | None = None,
         resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """See :meth:`Memory.merge_working_memory <workmem.agent.Memory.merge_working_memory>`."""
-        return await operations.merge_working_memory(self, patch, thread_id, resource_id)
+        return await operations.merge_working_memory(self, patch, thread_id, resource_id, source)
+
+    # -- history and erasure ---------------------------------------------------------
+
+    async def working_memory_history(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = 20,
+        before: int | None = None,
+    ) -> HistoryPage:
+        """See :meth:`Memory.working_memory_history <workmem.agent.Memory.working_memory_history>`."""
+        return await operations.working_memory_history(self, thread_id, resource_id, limit, before)
+
+    async def restore_working_memory(
+        self,
+        version: int,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """See :meth:`Memory.restore_working_memory <workmem.agent.Memory.restore_working_memory>`."""
+        return await operations.restore_working_memory(self, version, thread_id, resource_id, source)
+
+    async def delete_resource(self, resource_id: str) -> ErasedResource:
+        """See :meth:`Memory.delete_resource <workmem.agent.Memory.delete_resource>`."""
+        return await operations.delete_resource(self, resource_id)
 
     # -- what the model sees and does ----------------------------------------------------
 
     async def call_tool(
-        self, arguments: str | Mapping[str, Any], *, thread_id: str | None = None, resource_id: str | None = None
+        self,
+        arguments: str | Mapping[str, Any],
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> ToolResult:
         """See :meth:`Memory.call_tool <workmem.agent.Memory.call_tool>`."""
-        return await operations.call_tool(self, arguments, thread_id, resource_id)
+        return await operations.call_tool(self, arguments, thread_id, resource_id, source)
 
     async def system_message(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str:
         """See :meth:`Memory.system_message <workmem.agent.Memory.system_message>`."""

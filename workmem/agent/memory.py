@@ -25,6 +25,7 @@ from workmem.agent import operations
 from workmem.agent.operations import MemoryBase, ToolResult
 from workmem.agent.schema import SchemaInput
 from workmem.errors import ValidationError
+from workmem.history import ErasedResource, HistoryPage
 from workmem.masking import Secret, forgets_locals
 from workmem.records import UNSET, Direction, OrderBy, Scope, Thread, ThreadPage, Unset
 from workmem.registry import connect
@@ -68,6 +69,11 @@ class Memory(MemoryBase):
     it inside its atomic step: however many updates run at once (parallel tool
     calls), the stored memory never ends above the limit. ``None`` (default): no limit.
 
+    ``history`` (with a URL): ``True`` records every change of the working memory as a
+    version, ``N`` keeps the newest N per memory (``connect(url, history=...)``; default
+    off). Read it with :meth:`working_memory_history`, put a version back with
+    :meth:`restore_working_memory`; :meth:`delete_resource` forgets a user.
+
     Resource ids starting with ``"workmem-sub-agent:"`` are reserved for isolated
     sub-agents: every method refuses them as plain strings (``ValidationError``)
     and takes them only as a :class:`~workmem.agent.agents.SubAgentResourceId`
@@ -86,12 +92,15 @@ class Memory(MemoryBase):
         schema: SchemaInput | None = None,
         read_only: bool = False,
         max_chars: int | None = None,
+        history: bool | int | None = None,
     ) -> None:
         super().__init__(scope=scope, template=template, schema=schema, read_only=read_only, max_chars=max_chars)
         if isinstance(storage, str | os.PathLike | Secret):  # a URL (maybe held as a Secret), or a libSQL file's path
             # read-only: create nothing either (a SELECT-only role, a read-only file)
-            self.storage: MemoryStorage = connect(storage, create=False) if read_only else connect(storage)
+            self.storage: MemoryStorage = connect(storage, create=not read_only, history=history)
             self._owns_storage = True
+        elif history is not None:
+            raise ValidationError("history= goes with a URL; for a storage you opened, connect(url, history=...)")
         elif isinstance(storage, MemoryStorage):
             self.storage = storage
             self._owns_storage = False
@@ -200,6 +209,7 @@ class Memory(MemoryBase):
         *,
         thread_id: str | None = None,
         resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> None:
         """Replace the working memory whole.
 
@@ -208,8 +218,12 @@ class Memory(MemoryBase):
         over ``max_chars`` that is longer than the text stored now raises
         :class:`~workmem.errors.WorkingMemoryTooLargeError`, writing nothing
         (decided by the storage in the write's atomic step).
+
+        ``source`` (a JSON object) says who made the change; with history on
+        (``connect(url, history=True)``) the version records it, together with
+        ``threadId`` when a ``thread_id`` is given (see :meth:`working_memory_history`).
         """
-        run_sync(operations.update_working_memory(self, content, thread_id, resource_id))
+        run_sync(operations.update_working_memory(self, content, thread_id, resource_id, source))
 
     def merge_working_memory(
         self,
@@ -217,6 +231,7 @@ class Memory(MemoryBase):
         *,
         thread_id: str | None = None,
         resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Schema mode: merge an RFC 7396 patch (dict or JSON text) atomically; return the merged memory.
 
@@ -230,13 +245,69 @@ class Memory(MemoryBase):
         was valid. The ``max_chars`` limit is decided by the storage on the merged
         result inside its atomic merge, so concurrent merges cannot pass it
         together (:class:`~workmem.errors.WorkingMemoryTooLargeError`, nothing written).
+        ``source``: as in :meth:`update_working_memory`.
         """
-        return run_sync(operations.merge_working_memory(self, patch, thread_id, resource_id))
+        return run_sync(operations.merge_working_memory(self, patch, thread_id, resource_id, source))
+
+    # -- history and erasure ---------------------------------------------------------
+
+    def working_memory_history(
+        self,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        limit: int = 20,
+        before: int | None = None,
+    ) -> HistoryPage:
+        """The versions of this memory's working memory, newest first, at most ``limit``.
+
+        Recorded while the storage has history on (``Memory(url, history=True)`` or
+        ``connect(url, history=True)``): each version is a change (``kind`` ``"set"``,
+        ``"merge"``, ``"restore"`` or ``"import"``), the text after it, its time and
+        ``source``, for a change made by the model's tool call
+        ``{"tool": "updateWorkingMemory", "threadId": ..., ...}`` plus what the framework
+        integration adds (``framework``, ``agent``, ``toolCallId``). The ids name the memory
+        as in :meth:`get_working_memory`. Pass the page's ``next_before`` as ``before``
+        for older versions. :class:`~workmem.errors.OperationNotSupportedError` on a
+        backend without history.
+        """
+        return run_sync(operations.working_memory_history(self, thread_id, resource_id, limit, before))
+
+    def restore_working_memory(
+        self,
+        version: int,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Write ``version``'s text back as the working memory (a new version, ``kind="restore"``); return it.
+
+        History is never rewritten: the restore is recorded like any change, its
+        ``source`` carrying ``restoredFrom``. Needs history on;
+        :class:`~workmem.errors.VersionNotFoundError` when that version is not kept.
+        ``max_chars`` applies as to any write. Refused in read-only mode.
+        """
+        return run_sync(operations.restore_working_memory(self, version, thread_id, resource_id, source))
+
+    def delete_resource(self, resource_id: str) -> ErasedResource:
+        """Forget a user: the resource, every thread it owns, their working memory and all its history.
+
+        Returns what was removed; idempotent; never touches another resource's records
+        (see :meth:`MemoryStorage.delete_resource <workmem.storage.MemoryStorage.delete_resource>`).
+        Refused in read-only mode.
+        """
+        return run_sync(operations.delete_resource(self, resource_id))
 
     # -- what the model sees and does ----------------------------------------------------
 
     def call_tool(
-        self, arguments: str | Mapping[str, Any], *, thread_id: str | None = None, resource_id: str | None = None
+        self,
+        arguments: str | Mapping[str, Any],
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        source: Mapping[str, Any] | None = None,
     ) -> ToolResult:
         """Run an ``updateWorkingMemory`` call from the model; return a result dict to send back to it.
 
@@ -255,8 +326,13 @@ class Memory(MemoryBase):
         Mistakes of the calling code raise instead: :class:`ReadOnlyMemoryError`
         in read-only mode, :class:`ValidationError` for missing or invalid ids,
         :class:`ThreadNotFoundError`, :class:`ThreadOwnershipError`, and storage errors.
+
+        With history on, a stored update records the source
+        ``{"tool": "updateWorkingMemory", "threadId": thread_id}`` plus ``source``
+        (an integration passes ``framework``, ``agent`` and ``toolCallId``); an
+        invalid ``source`` raises :class:`ValidationError` (the caller's mistake).
         """
-        return run_sync(operations.call_tool(self, arguments, thread_id, resource_id))
+        return run_sync(operations.call_tool(self, arguments, thread_id, resource_id, source))
 
     def system_message(self, *, thread_id: str | None = None, resource_id: str | None = None) -> str:
         """The system message for the model: instructions, the template or schema, and the current data.

@@ -38,6 +38,7 @@ from workmem.agent.prompt import (
 from workmem.agent.schema import SchemaInput, WorkingMemorySchema
 from workmem.agent.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
 from workmem.agent.tool import (
+    TOOL_NAME,
     ToolArgumentError,
     ToolFormat,
     a_json_type,
@@ -48,6 +49,7 @@ from workmem.agent.tool import (
 )
 from workmem.arguments import check_owner, thread_working_memory, thread_working_memory_to_merge
 from workmem.errors import ReadOnlyMemoryError, ThreadNotFoundError, ValidationError, WorkingMemoryTooLargeError
+from workmem.history import ErasedResource, HistoryPage, check_source
 from workmem.hooks import StorageHooks
 from workmem.limits import check_limit, check_max_chars, document_size, text_size
 from workmem.merge_patch import apply_merge_patch, parse_json_object
@@ -59,6 +61,7 @@ __all__ = [
     "ToolResult",
     "call_tool",
     "create_thread",
+    "delete_resource",
     "delete_thread",
     "get_thread",
     "get_working_memory",
@@ -66,9 +69,11 @@ __all__ = [
     "list_threads",
     "merge_working_memory",
     "process_input",
+    "restore_working_memory",
     "system_message",
     "update_thread",
     "update_working_memory",
+    "working_memory_history",
 ]
 
 ToolResult = dict[str, Any]
@@ -332,29 +337,85 @@ async def get_working_memory_data(memory: MemoryBase, thread_id: str | None, res
 
 
 async def update_working_memory(
-    memory: MemoryBase, content: str | Mapping[str, Any], thread_id: str | None, resource_id: str | None
+    memory: MemoryBase,
+    content: str | Mapping[str, Any],
+    thread_id: str | None,
+    resource_id: str | None,
+    source: Mapping[str, Any] | None = None,
 ) -> None:
     memory._require_writable("update_working_memory")
+    recorded = _source(source, thread_id)
     text = memory._document_text(content, "working memory")
-    await _write(memory, await _address(memory, thread_id, resource_id), text)
+    await _write(memory, await _address(memory, thread_id, resource_id), text, recorded)
 
 
 async def merge_working_memory(
-    memory: MemoryBase, patch: str | Mapping[str, Any], thread_id: str | None, resource_id: str | None
+    memory: MemoryBase,
+    patch: str | Mapping[str, Any],
+    thread_id: str | None,
+    resource_id: str | None,
+    source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     memory._require_schema("merge_working_memory")
     memory._require_writable("merge_working_memory")
+    recorded = _source(source, thread_id)
     checked = memory._check_patch(patch)
-    return await _merge(memory, await _address(memory, thread_id, resource_id), checked)
+    return await _merge(memory, await _address(memory, thread_id, resource_id), checked, recorded)
+
+
+# -- history and erasure ---------------------------------------------------------------------
+
+
+async def working_memory_history(
+    memory: MemoryBase, thread_id: str | None, resource_id: str | None, limit: int, before: int | None
+) -> HistoryPage:
+    address = await _address(memory, thread_id, resource_id)
+    if address is _NO_MEMORY:  # read-only, a thread not there yet: no memory, so no history
+        return HistoryPage(())
+    return await operations.working_memory_history(
+        memory.storage, address.scope, address.resource_id, address.thread_id, limit, before
+    )
+
+
+async def restore_working_memory(
+    memory: MemoryBase,
+    version: int,
+    thread_id: str | None,
+    resource_id: str | None,
+    source: Mapping[str, Any] | None = None,
+) -> str | None:
+    memory._require_writable("restore_working_memory")
+    recorded = _source(source, thread_id)
+    address = await _address(memory, thread_id, resource_id)
+    return await operations.restore_working_memory(
+        memory.storage,
+        version,
+        address.scope,
+        address.resource_id,
+        address.thread_id,
+        memory.max_chars,
+        recorded,
+    )
+
+
+async def delete_resource(memory: MemoryBase, resource_id: str) -> ErasedResource:
+    memory._require_writable("delete_resource")
+    return await operations.delete_resource(memory.storage, check_resource_id(resource_id))
 
 
 # -- what the model sees and does ------------------------------------------------------------
 
 
 async def call_tool(
-    memory: MemoryBase, arguments: str | Mapping[str, Any], thread_id: str | None, resource_id: str | None
+    memory: MemoryBase,
+    arguments: str | Mapping[str, Any],
+    thread_id: str | None,
+    resource_id: str | None,
+    source: Mapping[str, Any] | None = None,
 ) -> ToolResult:
     memory._require_writable("call_tool")
+    # The caller's source is the calling code's, not the model's: a bad one raises, it is not a tool result.
+    recorded = _source(source, thread_id, tool=TOOL_NAME)
     address = await _address(memory, thread_id, resource_id)
     try:
         value = parse_tool_arguments(arguments)
@@ -362,7 +423,7 @@ async def call_tool(
             text = memory._template_update(value)
             if text is None:
                 return _ignored()
-            await _write(memory, address, text)
+            await _write(memory, address, text, recorded)
             return {
                 "ok": True,
                 "action": "replaced",
@@ -371,7 +432,7 @@ async def call_tool(
         patch = memory._check_patch(value)
         if not patch:  # changes nothing; every field set to null is a real update (it clears the memory)
             return _ignored(_EMPTY_PATCH)
-        merged = await _merge(memory, address, patch)
+        merged = await _merge(memory, address, patch, recorded)
         message = memory._stored_message("Working memory updated.", len(dump_json(merged)))
         return {"ok": True, "action": "merged", "message": message}
     except WorkingMemoryTooLargeError as exc:  # the update was fine but too big: tell the model how to condense
@@ -457,14 +518,30 @@ async def _check_write(memory: MemoryBase, address: _Address, text: str) -> None
         memory._check_size(len(text), text_size(await _read(memory, address)))
 
 
-async def _write(memory: MemoryBase, address: _Address, text: str) -> None:
+def _source(source: Mapping[str, Any] | None, thread_id: str | None, **made_by: str) -> dict[str, Any] | None:
+    """What a change through the agent layer records as its ``source`` (``None``: nothing to say).
+
+    ``made_by`` (``tool="updateWorkingMemory"`` for the model's tool calls), then ``threadId``,
+    the conversation the change came from (in resource scope too, where the memory is the
+    resource's), then the caller's keys (an integration's ``framework``, ``agent``,
+    ``toolCallId``), which win. Checked here, so a bad one raises before anything is read or
+    written; the storage records it with the version when history is on.
+    """
+    given, _ = check_source(source)
+    merged = {**made_by, **({} if thread_id is None else {"threadId": thread_id}), **(given or {})}
+    return check_source(merged)[0] if merged else None
+
+
+async def _write(memory: MemoryBase, address: _Address, text: str, source: dict[str, Any] | None = None) -> None:
     """Replace the memory with ``text``; the storage applies the limit in the write's atomic step."""
     await operations.set_working_memory(
-        memory.storage, text, address.scope, address.resource_id, address.thread_id, memory.max_chars
+        memory.storage, text, address.scope, address.resource_id, address.thread_id, memory.max_chars, source
     )
 
 
-async def _merge(memory: MemoryBase, address: _Address, patch: dict[str, Any]) -> dict[str, Any]:
+async def _merge(
+    memory: MemoryBase, address: _Address, patch: dict[str, Any], source: dict[str, Any] | None = None
+) -> dict[str, Any]:
     assert memory.schema is not None
     if address.scope == "thread":
         assert address.thread_id is not None
@@ -481,7 +558,7 @@ async def _merge(memory: MemoryBase, address: _Address, patch: dict[str, Any]) -
     # against it. The storage decides it on the merged result inside its atomic merge (a row lock, a
     # compare-and-set, ...), so however many merges run at once, the stored memory stays within the limit.
     return await operations.merge_working_memory(
-        memory.storage, patch, address.scope, address.resource_id, address.thread_id, memory.max_chars
+        memory.storage, patch, address.scope, address.resource_id, address.thread_id, memory.max_chars, source
     )
 
 

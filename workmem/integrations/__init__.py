@@ -11,8 +11,11 @@ worker threads (:func:`async_memory`), and finds the thread and resource ids the
 :class:`IdsRule`: from the framework's natural place, or from the ``ids=``
 callable given instead (sync or async, returning :class:`MemoryIds`), with a
 fixed ``thread_id=`` / ``resource_id=`` winning over either; :func:`memory_ids`
-is the one rule for what a run must carry. Importing this package imports no
-framework.
+is the one rule for what a run must carry. Each passes the model's update to
+:meth:`~workmem.agent.AsyncMemory.call_tool` with the :func:`change_source` of that
+call (the framework, the agent's name and the tool-call id, where the framework
+gives them), which the version records when the storage has history on. Importing
+this package imports no framework.
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from workmem.agent import AsyncMemory, Memory
 from workmem.errors import ValidationError
 from workmem.records import Scope
 
-__all__ = ["IdsRule", "MemoryIds", "MissingIdsError", "async_memory", "memory_ids", "named_ids"]
+__all__ = ["IdsRule", "MemoryIds", "MissingIdsError", "async_memory", "change_source", "memory_ids", "named_ids"]
 
 _C = TypeVar("_C")
 
@@ -62,6 +65,21 @@ def async_memory(memory: object, integration: str) -> AsyncMemory:
     if isinstance(memory, Memory):
         return AsyncMemory.from_memory(memory)
     raise ValidationError(f"{integration} takes a Memory or an AsyncMemory, not {type(memory).__name__}")
+
+
+def change_source(framework: str, *, agent: object = None, tool_call_id: object = None) -> dict[str, Any]:
+    """The ``source`` of a change an integration makes for the model: who wrote it, as the framework says.
+
+    ``{"framework": ..., "agent": ..., "toolCallId": ...}``, each of the last two only when
+    the framework gives it as a non-empty string. The agent layer adds ``tool`` and the
+    ``threadId`` (see :meth:`~workmem.agent.Memory.call_tool`); with history on, the
+    version records it all (:meth:`~workmem.agent.Memory.working_memory_history`).
+    """
+    source: dict[str, Any] = {"framework": framework}
+    for key, value in (("agent", agent), ("toolCallId", tool_call_id)):
+        if isinstance(value, str) and value:
+            source[key] = value
+    return source
 
 
 def memory_ids(scope: Scope, thread_id: object, resource_id: object, *, framework: str, how: str) -> MemoryIds:

@@ -64,7 +64,7 @@ from workmem.agent.aio import AsyncMemory
 from workmem.agent.memory import Memory
 from workmem.agent.operations import ToolResult
 from workmem.errors import MissingDriverError, ThreadExistsError, ThreadNotFoundError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory
+from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source
 
 try:
     from google.adk.agents.readonly_context import ReadonlyContext
@@ -84,6 +84,8 @@ IdsFunction = Callable[[ReadonlyContext], MemoryIds | Awaitable[MemoryIds]]
 """Where a run's ids come from: ADK's context in, :class:`~workmem.integrations.MemoryIds` (or an awaitable) out."""
 
 _FRAMEWORK = "Google ADK"
+SOURCE = "adk"
+"""The ``framework`` of the source a change records (see :func:`~workmem.integrations.change_source`)."""
 _HOW = (
     "ADK takes resource_id from the session's user_id and thread_id from the session id "
     "(runner.run_async(user_id=..., session_id=...)); to take them from elsewhere pass "
@@ -139,9 +141,15 @@ class WorkingMemoryToolset(BaseToolset):
         llm_request.append_instructions([text])
 
     async def call_tool(self, arguments: dict[str, Any], context: ReadonlyContext) -> ToolResult:
-        """Run the model's update with its raw ``arguments``; the result goes back to the model."""
+        """Run the model's update with its raw ``arguments``; the result goes back to the model.
+
+        With history on, the version records the source ``{"framework": "adk", "agent":
+        <the agent's name>, "toolCallId": <the function call's id>, "tool", "threadId"}``.
+        """
         ids = await self.ids(context)
-        return await self._in_thread(ids, lambda: self.memory.call_tool(arguments, **_kwargs(ids)))
+        call_id = getattr(context, "function_call_id", None)  # a ToolContext's; a plain ReadonlyContext has none
+        source = change_source(SOURCE, agent=context.agent_name, tool_call_id=call_id)
+        return await self._in_thread(ids, lambda: self.memory.call_tool(arguments, **_kwargs(ids), source=source))
 
     async def ids(self, context: ReadonlyContext) -> MemoryIds:
         """The ids of the run ``context`` belongs to, checked for the memory's scope."""

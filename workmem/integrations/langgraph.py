@@ -10,7 +10,9 @@ Install with ``pip install 'workmem[langgraph]'``. :class:`LangGraphMemory` wrap
   with ``null`` and erase them; no ``strict`` flag, which would make every field
   required), and the model's arguments reach :meth:`~workmem.agent.AsyncMemory.call_tool`
   exactly as sent. What the model got wrong comes back to it as an error tool
-  message (``status="error"``) and the run goes on.
+  message (``status="error"``) and the run goes on. With history on, the version
+  records the source ``{"framework": "langgraph", "toolCallId": <the ToolCall's id>,
+  "agent": <the metadata's lc_agent_name, when set>, "tool", "threadId"}``.
 * :meth:`LangGraphMemory.prompt`: the messages for one model request with the memory
   system message inserted after the leading system messages, rendered from storage on
   every call, so the model request right after the tool result already shows the
@@ -62,11 +64,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from workmem.agent import MEMORY_MESSAGE_NAME, TOOL_NAME, AsyncMemory, Memory, is_memory_message
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory
+from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source
 
 try:
     from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
@@ -90,6 +93,11 @@ HOW_TO_PASS_IDS = (
 """The hint a :class:`~workmem.integrations.MissingIdsError` carries."""
 
 _FRAMEWORK = "LangGraph"
+SOURCE = "langgraph"
+"""The ``framework`` of the source a change records (see :func:`~workmem.integrations.change_source`)."""
+
+_TOOL_CALL_ID: ContextVar[str | None] = ContextVar("workmem_langgraph_tool_call_id", default=None)
+"""The id of the tool call being run: LangChain hands it to ``ainvoke`` (a ``ToolCall``), not to ``_arun``."""
 
 
 class LangGraphMemory:
@@ -192,10 +200,22 @@ class WorkingMemoryTool(BaseTool):
             f"{TOOL_NAME} (workmem.integrations.langgraph) runs on AsyncMemory: run the graph with ainvoke or astream"
         )
 
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Run a call as ``BaseTool.ainvoke`` does, keeping its id (a ``ToolCall``'s ``"id"``) for the source."""
+        call_id = input.get("id") if isinstance(input, Mapping) and input.get("type") == "tool_call" else None
+        token = _TOOL_CALL_ID.set(call_id if isinstance(call_id, str) else None)
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _TOOL_CALL_ID.reset(token)
+
     async def _arun(self, *args: Any, config: RunnableConfig, **arguments: Any) -> str:
         ids = await self.integration.ids(config)
+        # The agent's name: what langchain's create_agent(name=...) puts in the run's metadata.
+        agent = (config.get("metadata") or {}).get("lc_agent_name")
+        source = change_source(SOURCE, agent=agent, tool_call_id=_TOOL_CALL_ID.get())
         result = await self.integration.memory.call_tool(
-            arguments, thread_id=ids.thread_id, resource_id=ids.resource_id
+            arguments, thread_id=ids.thread_id, resource_id=ids.resource_id, source=source
         )
         text = json.dumps(result, ensure_ascii=False)
         if not result.get("ok"):

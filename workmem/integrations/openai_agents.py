@@ -23,7 +23,9 @@ What it plugs in, and why:
   <workmem.agent.AsyncMemory.call_tool>` (nothing is validated into a model and
   dumped back, which would fill in the fields the model left out). The result
   dict goes back to the model as JSON, mistakes included (``{"ok": false,
-  "error": ...}``), so it can retry. Read-only mode offers no tool.
+  "error": ...}``), so it can retry. Read-only mode offers no tool. With history
+  on, the version records the source ``{"framework": "openai-agents", "agent":
+  <the agent's name>, "toolCallId": <the call's id>, "tool", "threadId"}``.
 * **the instructions** are an async callable (``Agent.instructions`` takes one):
   the agent's own instructions, then :meth:`AsyncMemory.system_message
   <workmem.agent.AsyncMemory.system_message>`. The SDK calls it before every
@@ -66,7 +68,7 @@ from workmem.agent.aio import AsyncMemory
 from workmem.agent.memory import Memory
 from workmem.agent.tool import TOOL_NAME
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory, named_ids
+from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source, named_ids
 
 try:
     from agents import Agent, FunctionTool, RunContextWrapper, Tool
@@ -79,6 +81,8 @@ except ImportError as exc:  # the optional extra
 __all__ = ["FRAMEWORK", "HOW_TO_PASS_IDS", "IdsFromContext", "Instructions", "WorkingMemory"]
 
 FRAMEWORK = "OpenAI Agents SDK"
+SOURCE = "openai-agents"
+"""The ``framework`` of the source a change records (see :func:`~workmem.integrations.change_source`)."""
 
 HOW_TO_PASS_IDS = (
     "pass them as the run context, Runner.run(agent, input, context=MemoryIds(thread_id=..., resource_id=...)) "
@@ -155,8 +159,12 @@ class WorkingMemory:
 
         async def invoke(context: ToolContext[Any], arguments: str) -> str:
             found = await self.ids_of(context.context)
+            agent = getattr(context.agent, "name", None)  # the agent whose model made the call, when the SDK says
+            source = change_source(SOURCE, agent=agent, tool_call_id=context.tool_call_id)
             # The raw JSON string, exactly as the model sent it: call_tool parses and checks it.
-            result = await self.memory.call_tool(arguments, thread_id=found.thread_id, resource_id=found.resource_id)
+            result = await self.memory.call_tool(
+                arguments, thread_id=found.thread_id, resource_id=found.resource_id, source=source
+            )
             return json.dumps(result, ensure_ascii=False)
 
         return FunctionTool(

@@ -67,7 +67,7 @@ from workmem.agent.memory import Memory
 from workmem.agent.operations import ToolResult
 from workmem.agent.tool import TOOL_NAME
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory, named_ids
+from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source, named_ids
 
 try:
     from pydantic_ai import RunContext
@@ -83,6 +83,9 @@ __all__ = ["DEFAULT_TOOLSET_ID", "IdsFunc", "WorkingMemoryToolset"]
 
 DEFAULT_TOOLSET_ID = "workmem"
 """The toolset's default :attr:`~WorkingMemoryToolset.id` (give two toolsets on one agent distinct ids)."""
+
+SOURCE = "pydantic-ai"
+"""The ``framework`` of the source a change records (see :func:`~workmem.integrations.change_source`)."""
 
 INSTRUCTION_NAME = "working_memory"
 """The name of the instruction part (its id reads ``toolset:<toolset id>:working_memory``)."""
@@ -201,10 +204,17 @@ class WorkingMemoryToolset(AbstractToolset[AgentDepsT]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT], tool: ToolsetTool[AgentDepsT]
     ) -> ToolResult:
-        """Run the model's update through :meth:`AsyncMemory.call_tool`; its result dict goes back to the model."""
+        """Run the model's update through :meth:`AsyncMemory.call_tool`; its result dict goes back to the model.
+
+        With history on, the version records the source ``{"framework": "pydantic-ai",
+        "agent": <the agent's name>, "toolCallId": <the call's id>, "tool", "threadId"}``.
+        """
         found = await self.memory_ids(ctx)
         arguments = tool_args[_UNPARSED] if set(tool_args) == {_UNPARSED} else tool_args
-        return await self.memory.call_tool(arguments, thread_id=found.thread_id, resource_id=found.resource_id)
+        source = change_source(SOURCE, agent=getattr(ctx.agent, "name", None), tool_call_id=ctx.tool_call_id)
+        return await self.memory.call_tool(
+            arguments, thread_id=found.thread_id, resource_id=found.resource_id, source=source
+        )
 
 
 def _ids_in_deps(ctx: RunContext[Any]) -> tuple[object, object]:
