@@ -22,6 +22,7 @@ from workmem.timestamps import normalize
 from workmem.validation import dump_json, json_object_text
 
 __all__ = [
+    "MergeChange",
     "ResourceChange",
     "ThreadChange",
     "memory_given",
@@ -75,6 +76,21 @@ class ThreadChange:
     max_chars: int | None = None
     record: Recording | None = None
     """History is on and ``metadata`` sets ``workingMemory``: the hook records a version in its atomic step."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MergeChange:
+    """A ``merge_working_memory`` as the operation checked it: what :meth:`StorageHooks._merge_working_memory` applies.
+
+    ``patch``: the checked RFC 7396 patch (a :class:`~workmem.hooks.CheckedPatch`, its JSON text with it:
+    :func:`~workmem.hooks.patch_text`). ``max_chars``: the size limit on the merged document, decided in the
+    merge's atomic step (:func:`merge_document`). ``record``: history is on; the hook records the merged text.
+    """
+
+    patch: dict[str, Any]
+    now: datetime
+    max_chars: int | None = None
+    record: Recording | None = None
 
 
 def updated_resource(old: Resource | None, resource_id: str, change: ResourceChange) -> Resource:

@@ -25,12 +25,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from workmem.errors import OperationNotSupportedError, UnreadableRecordError
-from workmem.history import ErasedResource, HistoryKey, HistoryPolicy, MemoryVersion, Recording
+from workmem.history import ErasedResource, HistoryKey, HistoryPolicy, MemoryVersion
 from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage
 from workmem.validation import dump_json
 
 if TYPE_CHECKING:  # workmem.changes imports this module (through workmem.arguments)
-    from workmem.changes import ResourceChange, ThreadChange
+    from workmem.changes import MergeChange, ResourceChange, ThreadChange
 
 __all__ = [
     "HOOK_NAMES",
@@ -189,19 +189,13 @@ class StorageHooks(ABC):
         """The page ``query`` asks for (see :meth:`ListQuery.read_page`)."""
 
     @abstractmethod
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
         """:func:`workmem.changes.merge_document` on the stored working memory of ``target``, atomically.
 
-        With ``record`` (history on; only an adapter declaring ``capabilities.history`` is given one),
-        the merged text is recorded as a version in the same atomic step (:class:`~workmem.history.Recording`).
+        ``change`` is a :class:`~workmem.changes.MergeChange`: the checked ``patch``, the time ``now``,
+        ``max_chars`` and ``record``. With ``record`` (history on: only an adapter declaring
+        ``capabilities.history`` is given one), the merged text is recorded as a version in the same
+        atomic step (:class:`~workmem.history.Recording`).
 
         In thread scope: :class:`~workmem.errors.ThreadNotFoundError` without the
         thread, :func:`~workmem.kit.check_owner` with ``target.resource_id``,

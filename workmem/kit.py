@@ -53,8 +53,9 @@ And the contract itself, so that an adapter imports this module and
   :func:`~workmem.timestamps.normalize`, :func:`~workmem.timestamps.utc_now`.
 * **The rules of a change, written once** -- :func:`check_owner` (the one owner
   rule: call it on the stored thread inside the atomic step; the change rules
-  below call it too), the hooks' update arguments :class:`~workmem.changes.ThreadChange` and
-  :class:`~workmem.changes.ResourceChange`, :func:`~workmem.changes.updated_thread`,
+  below call it too), the hooks' change arguments :class:`~workmem.changes.ThreadChange`,
+  :class:`~workmem.changes.ResourceChange` and :class:`~workmem.changes.MergeChange`,
+  :func:`~workmem.changes.updated_thread`,
   :func:`~workmem.changes.updated_resource`, :func:`~workmem.changes.replaced_thread`,
   :func:`~workmem.changes.merge_document`, :func:`~workmem.changes.with_thread_memory`,
   :func:`~workmem.changes.memory_given`, :func:`~workmem.changes.shallow`,
@@ -84,6 +85,7 @@ from workmem.arguments import (
     thread_working_memory_to_merge,
 )
 from workmem.changes import (
+    MergeChange,
     ResourceChange,
     ThreadChange,
     memory_given,
@@ -154,6 +156,7 @@ __all__ = [
     "ListQuery",
     "MemoryStorage",
     "MemoryVersion",
+    "MergeChange",
     "OrderBy",
     "RecordPage",
     "Recording",

@@ -22,7 +22,7 @@ from workmem.arguments import (
     check_thread_update,
     thread_working_memory,
 )
-from workmem.changes import ResourceChange, ThreadChange, memory_given
+from workmem.changes import MergeChange, ResourceChange, ThreadChange, memory_given
 from workmem.errors import OperationNotSupportedError, ValidationError, VersionNotFoundError
 from workmem.history import (
     ErasedResource,
@@ -229,11 +229,8 @@ async def merge_working_memory(
 ) -> dict[str, Any]:
     target = check_scope(scope, resource_id, thread_id)
     checked = CheckedPatch(*validated_json_object(patch, "patch"))  # its text goes down with it: written once
-    limit = check_max_chars(max_chars)
-    record = _recording(hooks, "merge", source)
-    if record is None:  # the hooks of an adapter without history are not handed the argument
-        return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=limit)
-    return await hooks._merge_working_memory(target, checked, utc_now(), max_chars=limit, record=record)
+    change = MergeChange(checked, utc_now(), check_max_chars(max_chars), _recording(hooks, "merge", source))
+    return await hooks._merge_working_memory(target, change)
 
 
 # -- history and erasure -----------------------------------------------------------------

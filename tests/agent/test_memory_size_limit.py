@@ -16,7 +16,6 @@ import inspect
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from datetime import datetime
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from workmem import AsyncMemory, Memory, WorkingMemoryTooLargeError
 from workmem.adapters.reference import ReferenceStorage
 from workmem.agent.prompt import too_large_message
 from workmem.errors import ValidationError
-from workmem.kit import ScopeTarget
+from workmem.kit import MergeChange, ScopeTarget
 from workmem.records import Scope
 from workmem.validation import dump_json
 
@@ -407,11 +406,10 @@ def test_a_merge_racing_another_writer_is_decided_on_what_is_stored_when_it_merg
     (Before, the check ran on the read and the stored result ended over the limit.)"""
 
     class Racing(ReferenceStorage):
-        async def _merge_working_memory(
-            self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-        ) -> dict[str, Any]:
-            await super()._merge_working_memory(target, {"tags": ["from-another-writer"]}, now)  # no limit: another
-            return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+        async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+            now = change.now
+            await super()._merge_working_memory(target, MergeChange({"tags": ["from-another-writer"]}, now))  # another
+            return await super()._merge_working_memory(target, change)
 
     storage = Racing()
     with Memory(storage, schema=SCHEMA, max_chars=LIMIT) as memory:

@@ -14,7 +14,6 @@ import io
 import json
 import threading
 import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +28,7 @@ from workmem.conformance import Report, run
 from workmem.conformance.report import ReportFormatError
 from workmem.conformance.table import REPORT_NAME, build_table, load_report, render_markdown
 from workmem.hooks import ScopeTarget
+from workmem.kit import MergeChange
 
 LOOP_THREAD = "workmem-conformance-loop"
 
@@ -40,16 +40,14 @@ class Watched(AsyncReferenceStorage):
     in_flight: ClassVar[int] = 0
     most: ClassVar[int] = 0
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
         cls = type(self)
         cls.seen.add(threading.current_thread().name)
         cls.in_flight += 1
         cls.most = max(cls.most, cls.in_flight)
         try:
             await asyncio.sleep(0.001)  # the loop runs other tasks meanwhile
-            return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+            return await super()._merge_working_memory(target, change)
         finally:
             cls.in_flight -= 1
 

@@ -52,7 +52,7 @@ from workmem.conformance import PROFILES, Report, run
 from workmem.conformance.apis import APIS, Api
 from workmem.conformance.processes import spawn
 from workmem.hooks import ListQuery, ScopeTarget
-from workmem.kit import run_sync
+from workmem.kit import MergeChange, run_sync
 from workmem.limits import check_limit, document_size, text_size
 from workmem.merge_patch import parse_json_object
 from workmem.records import (
@@ -195,9 +195,8 @@ class OwnerChanging(ReferenceHooks):
 class RacyMerge(ReferenceHooks):
     """merge reads, pauses, then writes: nothing makes the read-modify-write one step."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now = change.patch, change.now
         if target.scope == "resource":
             assert target.resource_id is not None
             old = await self._get_resource(target.resource_id)
@@ -232,9 +231,8 @@ def _null_as_value(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, A
 class NullIsAValue(ReferenceHooks):
     """merge stores ``null`` instead of deleting the key."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         return _merge_in_store(self, target, now, _merging(patch, apply=_null_as_value), max_chars)
 
 
@@ -246,9 +244,8 @@ def _shallow(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 class ShallowMerge(ReferenceHooks):
     """merge replaces top-level values instead of merging objects deeply."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         return _merge_in_store(self, target, now, _merging(patch, apply=_shallow), max_chars)
 
 
@@ -353,9 +350,8 @@ class IntsBecomeFloats(ReferenceHooks):
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         return await super()._update_thread(thread_id, dataclasses.replace(change, metadata=_floats(change.metadata)))
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         return _merge_in_store(self, target, now, _merging(patch, finish=_floats), max_chars)
 
 
@@ -366,9 +362,8 @@ def _blank_is_not_empty(text: str | None) -> dict[str, Any]:
 class BlankMemoryIsNotEmpty(ReferenceHooks):
     """merge counts only missing or empty memory as ``{}``: whitespace-only text raises WorkingMemoryFormatError."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         return _merge_in_store(self, target, now, _merging(patch, parse=_blank_is_not_empty), max_chars)
 
 
@@ -382,9 +377,8 @@ def _falsy_is_empty(text: str | None) -> dict[str, Any]:
 class NullTextIsEmpty(ReferenceHooks):
     """merge reads stored text ``null`` (or any falsy JSON) as ``{}`` instead of raising WorkingMemoryFormatError."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         return _merge_in_store(self, target, now, _merging(patch, parse=_falsy_is_empty), max_chars)
 
 
@@ -442,9 +436,8 @@ class FailedMergeMovesUpdatedAt(ReferenceHooks):
     """merge stamps updated_at, then parses the stored text: a merge into text that is no JSON object raises
     WorkingMemoryFormatError but has moved updated_at."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        now = change.now
         with self._store.lock:
             if target.scope == "resource" and target.resource_id in self._store.resources:
                 old = self._store.resources[target.resource_id]
@@ -453,7 +446,7 @@ class FailedMergeMovesUpdatedAt(ReferenceHooks):
                 thread = self._store.threads[target.thread_id]
                 if target.resource_id in (None, thread.resource_id):
                     self._store.threads[thread.id] = dataclasses.replace(thread, updated_at=now)
-            return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+            return await super()._merge_working_memory(target, change)
 
 
 class BulkMovesThreads(ReferenceHooks):
@@ -524,12 +517,11 @@ class LimitOnStaleRead(ReferenceHooks):
     """merge checks max_chars on the memory read before its atomic step (as the agent layer did): concurrent
     merges all pass against the same read, and together store more than the limit."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, max_chars = change.patch, change.max_chars
         merge_document(await _stored_memory(self, target), patch, max_chars)  # the check, on the read
         await self._pause(0.002)  # other merges slip in here
-        return await super()._merge_working_memory(target, patch, now)
+        return await super()._merge_working_memory(target, dataclasses.replace(change, max_chars=None))
 
 
 class ReplaceLimitOnStaleRead(ReferenceHooks):
@@ -554,9 +546,9 @@ class ReplaceLimitOnStaleRead(ReferenceHooks):
 class LimitCountsBytes(ReferenceHooks):
     """max_chars counts the merged JSON's UTF-8 bytes, not its characters."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
+
         def merge(stored: str | None) -> tuple[dict[str, Any], str]:
             merged, text = merge_document(stored, patch)
             check_limit(len(text.encode("utf-8")), len(dump_json(parse_json_object(stored))), max_chars)
@@ -569,9 +561,9 @@ class LimitCountsStoredText(ReferenceHooks):
     """A merge compares its compact result with the stored text as it is (indented by another program), not
     with that document written compact: memory above the limit grows."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
+
         def merge(stored: str | None) -> tuple[dict[str, Any], str]:
             merged, text = merge_document(stored, patch)
             check_limit(len(text), text_size(stored), max_chars)
@@ -638,11 +630,9 @@ class StaleReadCache(ReferenceHooks):
         self._forget("t:" + thread_id)
         return await super()._delete_thread(thread_id, owner=owner)
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
         self._forget("r:" + str(target.resource_id) if target.scope == "resource" else "t:" + str(target.thread_id))
-        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+        return await super()._merge_working_memory(target, change)
 
 
 class CountedTotal(ReferenceHooks):
@@ -684,9 +674,8 @@ class CountedTotal(ReferenceHooks):
 class SplitConnectionMerge(ReferenceHooks):
     """merge reads the stored document on one connection and writes the merged one on another, unconditionally."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         reader = type(self)(self.name)  # a second connection to the same store
         if target.scope == "resource":
             assert target.resource_id is not None
@@ -728,9 +717,7 @@ class DeleteChecksOwnerFirst(ReferenceHooks):
 class ThreadMergeChecksOwnerFirst(ReferenceHooks):
     """A thread-scope merge alone checks the owner it names by a read, then merges by thread id."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
         if target.scope == "thread" and target.resource_id is not None:
             assert target.thread_id is not None
             old = await self._get_thread(target.thread_id)
@@ -739,7 +726,7 @@ class ThreadMergeChecksOwnerFirst(ReferenceHooks):
             check_owner(old, target.resource_id)
             await self._pause(0.002)
             target = ScopeTarget("thread", None, target.thread_id)
-        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+        return await super()._merge_working_memory(target, change)
 
 
 class ParseCacheAliases(ReferenceHooks):
@@ -1079,9 +1066,8 @@ class RacyFileStorage(ReferenceHooks):
         self._write("t:" + thread.id, {"owner": thread.resource_id, "wm": None, "face": type(self).__name__})
         return thread
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch = change.patch
         if target.scope == "resource":
             current = (await self._get_resource(str(target.resource_id)) or Resource("x")).working_memory
         else:
@@ -1278,10 +1264,9 @@ def _nfc(value: Any) -> Any:
 class NormalizingMerge(ReferenceHooks):
     """merge_working_memory sends the patch through a JSON layer that NFC-normalizes every string and key."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
-        return await super()._merge_working_memory(target, _nfc(patch), now, max_chars=max_chars)
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch = change.patch
+        return await super()._merge_working_memory(target, dataclasses.replace(change, patch=_nfc(patch)))
 
 
 def _depth(value: Any) -> int:
@@ -1380,9 +1365,9 @@ def _long(value: object) -> bool:
 class LenientStoredDepth(ReferenceHooks):
     """merge parses the stored document with the nesting limit off by one: it merges into 33 levels."""
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
+
         def lenient(stored: str | None) -> tuple[dict[str, Any], str]:
             try:
                 document = json.loads(stored or "")

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import pytest
 from json_writes import json_writes
 
 from workmem.adapters.reference import ReferenceStorage
-from workmem.kit import CheckedPatch, ScopeTarget, patch_text
+from workmem.kit import CheckedPatch, MergeChange, ScopeTarget, patch_text
 from workmem.validation import dump_json
 
 
 class Recording(ReferenceStorage):
     patches: list[dict[str, Any]]
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch = change.patch
         self.patches.append(patch)
-        return await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+        return await super()._merge_working_memory(target, change)
 
 
 def test_the_merge_hook_receives_the_patch_with_the_text_the_door_wrote() -> None:

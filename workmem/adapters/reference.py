@@ -21,19 +21,24 @@ from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import urlsplit
 
-from workmem.changes import ResourceChange, ThreadChange
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadNotFoundError, ValidationError
-from workmem.history import ErasedResource, HistoryKey, MemoryVersion, Recording, with_version
 from workmem.kit import (
     AsyncMemoryStorage,
     Capabilities,
+    ErasedResource,
+    HistoryKey,
     ListQuery,
     MemoryStorage,
+    MemoryVersion,
+    MergeChange,
+    Recording,
     RecordPage,
     Resource,
+    ResourceChange,
     ScopeTarget,
     StorageHooks,
     Thread,
+    ThreadChange,
     ThreadPage,
     Unset,
     check_create,
@@ -46,6 +51,7 @@ from workmem.kit import (
     updated_resource,
     updated_thread,
     with_thread_memory,
+    with_version,
 )
 
 __all__ = ["AsyncReferenceStorage", "ReferenceHooks", "ReferenceStorage"]
@@ -258,15 +264,8 @@ class ReferenceHooks(StorageHooks):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars, record = change.patch, change.now, change.max_chars, change.record
         with self._store.lock:
             if target.scope == "resource":
                 assert target.resource_id is not None

@@ -29,6 +29,7 @@ from workmem.kit import (
     Capabilities,
     ListQuery,
     MemoryStorage,
+    MergeChange,
     RecordPage,
     Resource,
     ResourceChange,
@@ -204,9 +205,8 @@ class DictStorage(MemoryStorage):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(
-        self, target: ScopeTarget, patch: dict[str, Any], now: datetime, *, max_chars: int | None = None
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         store = self._open_store()
         with store.lock:  # the whole read-merge-write under the lock: no lost updates
             if target.scope == "resource":

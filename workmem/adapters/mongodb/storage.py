@@ -86,7 +86,7 @@ from workmem.errors import (
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
     MemoryStorage,
-    Recording,
+    MergeChange,
     ResourceChange,
     ThreadChange,
     backoff,
@@ -418,15 +418,8 @@ class MongoHooks(StorageHooks):
 
     # -- working memory --------------------------------------------------------------
 
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         if target.scope == "resource":
             assert target.resource_id is not None
             resource_id = target.resource_id

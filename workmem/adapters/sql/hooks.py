@@ -48,7 +48,7 @@ from workmem.errors import (
 )
 from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
-    Recording,
+    MergeChange,
     ResourceChange,
     ThreadChange,
     check_owner,
@@ -437,15 +437,8 @@ class SqlHooks(StorageHooks):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         # A max_chars limit is decided on the merged text as workmem writes it (dump_json), which no database's
         # own JSON output matches exactly (spacing, escapes, number formats, bytes): with a limit, the merge is
         # the locked read-modify-write below, done in Python; without one, the one statement where there is one.

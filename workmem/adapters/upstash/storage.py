@@ -21,7 +21,7 @@ from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundEr
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
     MemoryStorage,
-    Recording,
+    MergeChange,
     ResourceChange,
     ThreadChange,
     backoff,
@@ -309,15 +309,8 @@ class UpstashHooks(StorageHooks):
 
     # -- working memory ------------------------------------------------------------
 
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         # Merged and measured in Python on the document read (Lua's cjson writes other JSON text); the
         # compare-and-set script stores the result only while the document is still that one.
         if target.scope == "resource":

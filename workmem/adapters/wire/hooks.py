@@ -25,7 +25,7 @@ from workmem.errors import OperationNotSupportedError, ValidationError
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks
 from workmem.kit import (
     MemoryStorage,
-    Recording,
+    MergeChange,
     ResourceChange,
     ThreadChange,
     check_create,
@@ -222,15 +222,8 @@ class WireHooks(StorageHooks):
 
     # -- working memory ------------------------------------------------------------------
 
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        patch, now, max_chars = change.patch, change.now, change.max_chars
         args = {
             "scope": target.scope,
             "resourceId": target.resource_id,
