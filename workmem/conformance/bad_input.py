@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from hypothesis import given, note
@@ -16,7 +18,7 @@ from .expect import clock_past
 from .registry import CheckContext, check
 from .strategies import json_objects
 
-__all__ = ["BAD_JSON", "BAD_TEXT"]
+__all__ = ["BAD_JSON", "BAD_TEXT", "STATE_PARTS", "raises_validation", "stored_state"]
 
 _DEEP: Any = "leaf"
 for _ in range(40):
@@ -46,6 +48,8 @@ BAD_IDS = {"empty": "", "NUL": "r\x00", "lone surrogate": "r\udc00", "513 bytes"
 
 Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 """``(label, method name, args, kwargs)`` of one bad call."""
+Place = tuple[str, dict[str, Any]]
+"""``(label, keyword arguments)`` of where a working-memory call writes."""
 
 
 def _cases(rid: str, tid: str, fresh: str) -> list[Call]:
@@ -53,17 +57,27 @@ def _cases(rid: str, tid: str, fresh: str) -> list[Call]:
     new = {"scope": "resource", "resource_id": fresh}
     thr = {"scope": "thread", "thread_id": tid}
     owned = {**thr, "resource_id": rid}
+    places = [("resource", res), ("new resource", new), ("thread", thr)]
+
+    def writes(label: str, value: object, fields: tuple[str, str], memory: str, *more: Place) -> list[Call]:
+        """``value`` written by each write that takes it: the resource's and the thread's field ``fields``
+        (a resource that exists and a new one), and the working-memory call ``memory`` at each place."""
+        resource_field, thread_field = fields
+        return [
+            (f"update_resource({resource_field}={label})", "update_resource", (rid,), {resource_field: value}),
+            (
+                f"update_resource({resource_field}={label}), new id",
+                "update_resource",
+                (fresh,),
+                {resource_field: value},
+            ),
+            (f"update_thread({thread_field}={label})", "update_thread", (tid,), {thread_field: value}),
+            *((f"{memory}({label}, {where})", memory, (value,), ids) for where, ids in [*places, *more]),
+        ]
+
     cases: list[Call] = []
     for name, text in BAD_TEXT.items():
-        cases += [
-            (f"update_resource(working_memory={name})", "update_resource", (rid,), {"working_memory": text}),
-            (f"update_resource(working_memory={name}), new id", "update_resource", (fresh,), {"working_memory": text}),
-            (f"update_thread(title={name})", "update_thread", (tid,), {"title": text}),
-            (f"set_working_memory({name}, resource)", "set_working_memory", (text,), res),
-            (f"set_working_memory({name}, new resource)", "set_working_memory", (text,), new),
-            (f"set_working_memory({name}, thread)", "set_working_memory", (text,), thr),
-            (f"set_working_memory({name}, thread+owner)", "set_working_memory", (text,), owned),
-        ]
+        cases += writes(name, text, ("working_memory", "title"), "set_working_memory", ("thread+owner", owned))
     huge = "x" * (4 * 1024 * 1024 + 1)
     cases += [
         ("working memory over 4 MiB", "set_working_memory", (huge,), res),
@@ -72,15 +86,7 @@ def _cases(rid: str, tid: str, fresh: str) -> list[Call]:
     cases.append(("title over 1024 bytes", "update_thread", (tid,), {"title": "é" * 513}))
     for name, value in BAD_JSON.items():
         for where, meta in (("top", {"k": value}), ("nested", {"k": [1, {"n": value}]})):
-            label = f"{name} ({where})"
-            cases += [
-                (f"update_resource(metadata={label})", "update_resource", (rid,), {"metadata": meta}),
-                (f"update_resource(metadata={label}), new id", "update_resource", (fresh,), {"metadata": meta}),
-                (f"update_thread(metadata={label})", "update_thread", (tid,), {"metadata": meta}),
-                (f"merge_working_memory({label}, resource)", "merge_working_memory", (meta,), res),
-                (f"merge_working_memory({label}, new resource)", "merge_working_memory", (meta,), new),
-                (f"merge_working_memory({label}, thread)", "merge_working_memory", (meta,), thr),
-            ]
+            cases += writes(f"{name} ({where})", meta, ("metadata", "metadata"), "merge_working_memory")
     odd_objects: list[tuple[str, object]] = [
         ("a non-string key", {1: 1}),
         ("a NUL in a key", {"k\x00": 1}),
@@ -165,8 +171,24 @@ def _cases(rid: str, tid: str, fresh: str) -> list[Call]:
     return cases
 
 
-def _snapshot(storage: MemoryStorage, rid: str, tid: str, fresh: str) -> tuple[object, ...]:
+STATE_PARTS = ("resource", "thread", "new resource", "listing")
+"""What :func:`stored_state` reads, in its order."""
+
+
+def stored_state(storage: MemoryStorage, rid: str, tid: str, fresh: str) -> tuple[object, ...]:
+    """The resource, the thread, the resource ``fresh`` (never created) and the listing: what a refused write keeps."""
     return (storage.get_resource(rid), storage.get_thread(tid), storage.get_resource(fresh), storage.list_threads(rid))
+
+
+def raises_validation(call: Callable[[], object]) -> str | None:
+    """``None`` when ``call`` raised ValidationError, else what it did."""
+    try:
+        result = call()
+    except ValidationError:
+        return None
+    except Exception as exc:
+        return f"raised {type(exc).__name__}: {exc}"
+    return f"was accepted (returned {result!r:.120})"
 
 
 @check(
@@ -179,22 +201,17 @@ def validation(ctx: CheckContext) -> None:
     rid, tid, fresh = p + "r", p + "t", p + "never"
     storage.update_resource(rid, working_memory='{"a":1}', metadata={"m": 1})
     storage.save_thread(Thread(tid, rid, "title", {"m": 2, "workingMemory": '{"b":2}'}))
-    before = _snapshot(storage, rid, tid, fresh)
+    before = stored_state(storage, rid, tid, fresh)
     clock_past(utc_now())  # a refused write that stamps updated_at now always shows
     problems: list[str] = []
     for what, method, args, kwargs in _cases(rid, tid, fresh):
-        try:
-            getattr(storage, method)(*args, **kwargs)
-        except ValidationError:
-            pass
-        except Exception as exc:
-            problems.append(f"{what} raised {type(exc).__name__}: {exc}")
-        else:
-            problems.append(f"{what} was accepted")
-        if _snapshot(storage, rid, tid, fresh) != before:
+        outcome = raises_validation(partial(getattr(storage, method), *args, **kwargs))
+        if outcome is not None:
+            problems.append(f"{what} {outcome}")
+        if stored_state(storage, rid, tid, fresh) != before:
             problems.append(f"{what} changed stored data")
             storage.update_resource(rid, working_memory='{"a":1}', metadata={"m": 1})
-            before = _snapshot(storage, rid, tid, fresh)
+            before = stored_state(storage, rid, tid, fresh)
     assert not problems, f"{len(problems)} bad inputs not rejected cleanly:\n" + "\n".join(problems[:40])
 
     @ctx.profile.settings()
@@ -218,6 +235,6 @@ def validation(ctx: CheckContext) -> None:
             except ValidationError:
                 continue
             raise AssertionError(f"{what} accepted {bad} at {path}")
-        assert _snapshot(storage, rid, tid, fresh) == before, "a rejected write changed stored data"
+        assert stored_state(storage, rid, tid, fresh) == before, "a rejected write changed stored data"
 
     prop()

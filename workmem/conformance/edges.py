@@ -15,12 +15,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from workmem.errors import ValidationError, WorkingMemoryFormatError
+from workmem.errors import WorkingMemoryFormatError
 from workmem.records import Resource, Scope, Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 from workmem.validation import MAX_DEPTH, MAX_ID_BYTES, MAX_TEXT_BYTES, MAX_TITLE_BYTES
 
+from .bad_input import STATE_PARTS, raises_validation, stored_state
 from .expect import json_equal
 from .registry import CheckContext, check
 
@@ -75,17 +76,6 @@ UNICODE_TWINS = [
 
 def _ids(page: Any) -> list[str]:
     return [t.id for t in page.threads]
-
-
-def _raises_validation(call: Callable[[], object]) -> str | None:
-    """``None`` when ``call`` raised ValidationError, else what it did."""
-    try:
-        result = call()
-    except ValidationError:
-        return None
-    except Exception as exc:
-        return f"raised {type(exc).__name__}: {exc}"
-    return f"was accepted (returned {result!r:.120})"
 
 
 # -- listing against look-alike ids ----------------------------------------------------------
@@ -456,7 +446,7 @@ def exact_limits(ctx: CheckContext) -> None:
                 write(ok)
             except Exception as exc:
                 problems.append(f"{what} with {kind} at level {MAX_DEPTH} raised {type(exc).__name__}: {exc}")
-            outcome = _raises_validation(lambda write=write, deep=deep: write(deep))  # type: ignore[misc]
+            outcome = raises_validation(lambda write=write, deep=deep: write(deep))  # type: ignore[misc]
             if outcome is not None:
                 problems.append(f"{what} with {kind} at level {MAX_DEPTH + 1} {outcome}")
         resource, thread = reader.get_resource(rid), reader.get_thread(tid)
@@ -478,7 +468,7 @@ def exact_limits(ctx: CheckContext) -> None:
             problems.append(f"{label} raised {type(exc).__name__}: {exc}")
         label = f"an id of {MAX_ID_BYTES + 1} bytes in {len(bad)} characters ({unit!r})"
         for what, call in _bad_id_calls(storage, reader, tid, bad):
-            outcome = _raises_validation(call)
+            outcome = raises_validation(call)
             if outcome is not None:
                 problems.append(f"{what} of {label} {outcome}")
 
@@ -491,7 +481,7 @@ def exact_limits(ctx: CheckContext) -> None:
                 problems.append(f"a title of {MAX_TITLE_BYTES} bytes ({unit!r}) did not come back")
         except Exception as exc:
             problems.append(f"a title of {MAX_TITLE_BYTES} bytes ({unit!r}) raised {type(exc).__name__}: {exc}")
-        outcome = _raises_validation(lambda title=title: storage.update_thread(tid, title=title + "x"))  # type: ignore[misc]
+        outcome = raises_validation(lambda title=title: storage.update_thread(tid, title=title + "x"))  # type: ignore[misc]
         if outcome is not None:
             problems.append(f"update_thread with a title of {MAX_TITLE_BYTES + 1} bytes ({unit!r}) {outcome}")
     stored_at: list[tuple[Scope, dict[str, Any]]] = [
@@ -530,7 +520,7 @@ def exact_limits(ctx: CheckContext) -> None:
             if stored != deep_text:
                 problems.append(f"a refused merge ({scope} scope) changed the stored text to {stored!r:.100}")
     huge = "é" * (MAX_TEXT_BYTES // 2) + "x"
-    outcome = _raises_validation(lambda: storage.set_working_memory(huge, scope="resource", resource_id=rid))
+    outcome = raises_validation(lambda: storage.set_working_memory(huge, scope="resource", resource_id=rid))
     if outcome is not None:
         problems.append(f"working memory of {MAX_TEXT_BYTES + 1} bytes in {len(huge)} characters {outcome}")
     assert not problems, f"{len(problems)} limits not exact:\n" + "\n".join(problems[:30])
@@ -539,13 +529,6 @@ def exact_limits(ctx: CheckContext) -> None:
 # -- mixed valid and invalid arguments ------------------------------------------------------
 
 _NAN = float("nan")
-
-
-_PARTS = ("resource", "thread", "new resource", "listing")
-
-
-def _state(storage: MemoryStorage, rid: str, tid: str, fresh: str) -> tuple[object, ...]:
-    return (storage.get_resource(rid), storage.get_thread(tid), storage.get_resource(fresh), storage.list_threads(rid))
 
 
 @check(
@@ -589,17 +572,17 @@ def no_partial_write(ctx: CheckContext) -> None:
         ("set_working_memory(ok, thread, resource_id='')", lambda: storage.set_working_memory(
             "new", scope="thread", thread_id=tid, resource_id="")),
     ]  # fmt: skip
-    before = _state(reader, rid, tid, fresh)
+    before = stored_state(reader, rid, tid, fresh)
     problems: list[str] = []
     for what, call in cases:
-        outcome = _raises_validation(call)
+        outcome = raises_validation(call)
         if outcome is not None:
             problems.append(f"{what} {outcome}")
-        after = _state(reader, rid, tid, fresh)
+        after = stored_state(reader, rid, tid, fresh)
         if after != before:
-            changed = [n for n, a, b in zip(_PARTS, before, after, strict=True) if a != b]
+            changed = [n for n, a, b in zip(STATE_PARTS, before, after, strict=True) if a != b]
             problems.append(f"{what} changed stored data ({', '.join(changed)}): {after[:3]!r:.300}")
             storage.save_resource(Resource(rid, "keep", {"m": 1}))
             storage.save_thread(Thread(tid, rid, "title", {"m": 2, "workingMemory": "tw"}))
-            before = _state(reader, rid, tid, fresh)
+            before = stored_state(reader, rid, tid, fresh)
     assert not problems, f"{len(problems)} calls with one bad argument did not fail cleanly:\n" + "\n".join(problems)

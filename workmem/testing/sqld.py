@@ -44,6 +44,12 @@ class Sqld:
         self.binary = binary
         self.directory = Path(tempfile.mkdtemp(prefix="wm_sqld_"))
         self.port = port or free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        """Where it listens: ``127.0.0.1:PORT``."""
+        self.http_url = f"http://{self.address}"
+        """Its HTTP API (``/health``; what the ``libsql`` driver connects to)."""
+        self.url = f"libsql://{self.address}?tls=0"
+        """workmem's URL for it: ``libsql://127.0.0.1:PORT?tls=0``."""
         self.key_file: Path | None = None
         if jwt_public_key is not None:
             self.key_file = self.directory / "jwt.pem"
@@ -52,18 +58,9 @@ class Sqld:
         self.log = self.directory / "sqld.log"
         self.start()
 
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """workmem's URL for it: ``libsql://127.0.0.1:PORT?tls=0``."""
-        return f"libsql://127.0.0.1:{self.port}?tls=0"
-
     def start(self, timeout: float = 15.0) -> None:
         command = [str(self.binary), "--db-path", str(self.directory / "data.sqld")]
-        command += ["--http-listen-addr", f"127.0.0.1:{self.port}", "--no-welcome"]
+        command += ["--http-listen-addr", self.address, "--no-welcome"]
         if self.key_file is not None:
             command += ["--auth-jwt-key-file", str(self.key_file)]
         with open(self.log, "ab") as log:
