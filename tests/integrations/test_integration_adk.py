@@ -208,6 +208,7 @@ def test_history_records_the_agent_and_the_function_call_of_each_update() -> Non
 
             first_id, second_id = await call_ids(agent, user, session)
             assert first_id and second_id and first_id != second_id
+            assert first_id.startswith("adk-")  # the model gave none: ADK's own id, as the session keeps it
             newest, first = (await memory.working_memory_history(thread_id=session)).versions
             who = {"tool": TOOL, "threadId": session, "framework": "adk", "agent": "assistant"}
             assert (first.version, first.resource_id, first.source) == (1, user, {**who, "toolCallId": first_id})
