@@ -8,7 +8,8 @@ For every backend reachable here (others are skipped with the reason): the
 latency of six operations next to the raw driver floor measured in the same
 run, round trips per operation, for libSQL the embedded engines side by side
 (the ``libsql`` wheel, ``apsw``, CPython's ``sqlite3``: primary-key lookups), scaling with threads per resource and with
-resources, and concurrent merges (ops/s, lost updates). Where the floor can
+resources, the cost of working-memory history (a merge with history off, on, and
+on keeping 50: :mod:`bench.history`), and concurrent merges (ops/s, lost updates). Where the floor can
 read whole records by hand (libSQL), the reads are also set against that, layer
 by layer (``read_layers``). ``--async`` adds the async API (:mod:`bench.async_api`):
 its overhead per operation over the sync API, 64 tasks against a 16-thread
@@ -44,6 +45,7 @@ from bench.big_merge import big_merge_section
 from bench.copy import FULL_SIZES, QUICK_SIZES, copy_section
 from bench.engines import embedded_engines
 from bench.floors import open_floor
+from bench.history import history_cost
 from bench.loaders import loader_for
 from bench.peers.plot import draw_peers
 from bench.peers.report import format_peers
@@ -71,8 +73,8 @@ __all__ = ["main", "run"]
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SECTIONS = (
-    "latency", "read_layers", "round_trips", "concurrency", "thread_scaling", "resource_scaling", "engines", "async",
-    "copy", "big_merge",
+    "latency", "read_layers", "round_trips", "history", "concurrency", "thread_scaling", "resource_scaling", "engines",
+    "async", "copy", "big_merge",
 )  # fmt: skip
 """What ``--only`` picks from; ``async`` (the three async measurements), ``copy`` and ``big_merge`` run only when
 asked for."""
@@ -134,6 +136,8 @@ def run_backend(backend: str, settings: Settings, sections: frozenset[str] = DEF
                             section("round_trips", lambda: round_trips(ns, fixture) or None)
                         if "async" in sections:
                             async_section(ns, storage, fixture, settings, section)
+                    if "history" in sections:
+                        section("history", lambda: history_cost(ns, settings))
                     if "concurrency" in sections:
                         section("concurrency", lambda: concurrency(ns, storage, settings))
                     if "thread_scaling" in sections:

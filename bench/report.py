@@ -38,6 +38,8 @@ JSON layout (``bench/results/<timestamp>-<host>.json``)::
                                                         "floor_list_page": STATS}]},
                          "resource_scaling": {"points": [{"resources", "load_s", "get_resource": STATS,
                                               "get_thread": STATS, "list_threads": STATS}]},
+                         "history": {"status": "ok" | "not supported", "reason", "keep", "off" | "on" | "kept":
+                                     STATS, "ratio", "kept_ratio", "kept_versions"},
                          "concurrency": {"scope", "levels": [{"writers", "ops", "seconds", "ops_per_s",
                                          "keys_written", "keys_present", "lost_updates", "merge_latency",
                                          "errors", "error_count"}]},
@@ -68,6 +70,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.history import history_table
 from bench.workloads import OPERATIONS
 
 __all__ = ["evaluate_big_merge_targets", "evaluate_copy_targets", "evaluate_targets", "format_report", "write_json"]
@@ -576,6 +579,12 @@ def format_report(results: dict[str, Any]) -> str:
             parts += ["", "Scaling with threads per resource (page of 20)", _thread_scaling_table(result)]
         if result.get("resource_scaling"):
             parts += ["", "Scaling with the number of resources (2 threads each)", _resource_scaling_table(result)]
+        if result.get("history"):
+            parts += [
+                "",
+                "The cost of history (interleaved, same backend, same run)",
+                *history_table(result["history"]),
+            ]
         if result.get("concurrency"):
             parts += ["", "Concurrent merges into one working memory", _concurrency_table(result)]
         parts.append("")

@@ -112,11 +112,12 @@ async def update_resource(
     working_memory: str | Unset | None,
     metadata: Mapping[str, Any] | Unset | None,
     max_chars: int | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> Resource:
     validate_id(resource_id, "resource id")
     checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
     limit = check_max_chars(max_chars)
-    record = None if checked_memory is UNSET else _recording(hooks, "set")
+    record = None if checked_memory is UNSET else _recording(hooks, "set", source)
     change = ResourceChange(checked_memory, checked_metadata, utc_now(), limit, record)
     return await hooks._update_resource(resource_id, change)
 
@@ -146,12 +147,13 @@ async def update_thread(
     metadata: Mapping[str, Any] | Unset | None,
     resource_id: str | None = None,
     max_chars: int | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> Thread:
     validate_id(thread_id, "thread id")
     owner = None if resource_id is None else validate_id(resource_id, "resource id")
     checked_title, checked_metadata = check_thread_update(title, metadata)
     limit = check_max_chars(max_chars)
-    record = None if memory_given(checked_metadata) is None else _recording(hooks, "set")
+    record = None if memory_given(checked_metadata) is None else _recording(hooks, "set", source)
     change = ThreadChange(checked_title, checked_metadata, utc_now(), owner, limit, record)
     return await hooks._update_thread(thread_id, change)
 

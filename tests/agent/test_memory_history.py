@@ -84,6 +84,20 @@ def test_thread_scope_merges_record_the_tool_call_and_restore_puts_back_what_a_n
             memory.restore_working_memory(9, thread_id="t-1")
 
 
+def test_working_memory_given_in_thread_metadata_records_the_thread() -> None:
+    with Memory(url(), template=TEMPLATE, history=True) as memory:  # resource scope: the owner's memory
+        memory.create_thread("t-1", resource_id="u-1", metadata={"workingMemory": "# Sam"})
+        memory.update_thread("t-1", metadata={"workingMemory": "# Sam, Oslo", "topic": "moving"})
+        newest, first = memory.working_memory_history(resource_id="u-1").versions
+        assert (first.content, first.source) == ("# Sam", {"threadId": "t-1"})
+        assert (newest.content, newest.source) == ("# Sam, Oslo", {"threadId": "t-1"})
+    with Memory(url(), template=TEMPLATE, scope="thread", history=True) as memory:
+        memory.create_thread("t-1", resource_id="u-1")
+        memory.update_thread("t-1", metadata={"workingMemory": "# Kim"})
+        (version,) = memory.working_memory_history(thread_id="t-1").versions
+        assert (version.kind, version.content, version.source) == ("set", "# Kim", {"threadId": "t-1"})
+
+
 def test_a_bad_source_is_the_callers_mistake_it_raises_and_nothing_is_written() -> None:
     with Memory(url(), template=TEMPLATE, history=True) as memory:
         memory.create_thread("t-1", resource_id="u-1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,15 @@ from servers import server_url
 
 from bench import backends as bench_backends
 from bench.__main__ import main, run_backend
-from bench.backends import Unavailable, open_namespace
+from bench.backends import Namespace, Unavailable, open_namespace
 from bench.engines import embedded_engines
+from bench.history import history_cost, history_table
 from bench.loaders import Loader, loader_for
 from bench.report import evaluate_targets, format_report
 from bench.timing import interleaved, summarize
 from bench.tracing import counted_storage
 from bench.workloads import OPERATIONS, Settings
+from workmem.adapters.reference import ReferenceStorage
 from workmem.records import Thread
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -93,8 +96,15 @@ def test_quick_run_on_memory_writes_json_table_and_plots(tmp_path: Path, capsys:
         assert level["lost_updates"] == 0
     targets = {t["name"]: t for t in memory["targets"]}
     assert targets["lost updates under concurrent merges == 0"]["status"] == "PASS"
+    history = memory["history"]  # a merge with history off, on, and on keeping 50, interleaved
+    assert history["status"] == "ok" and history["keep"] == 50
+    for case in ("off", "on", "kept"):
+        assert history[case]["n"] >= 30 and history[case]["median_us"] > 0
+    assert history["ratio"] == round(history["on"]["median_us"] / history["off"]["median_us"], 3)
+    assert history["kept_versions"] == 50
 
     assert "Per-operation latency" in out
+    assert "The cost of history" in out and "history on, newest 50 kept" in out
     assert "merge_working_memory" in out
     assert str(json_path) in out
     plots = sorted(tmp_path.glob("*.png"))
@@ -102,6 +112,14 @@ def test_quick_run_on_memory_writes_json_table_and_plots(tmp_path: Path, capsys:
     for plot in plots:
         width, height = _png_size(plot)
         assert width > 400 and height > 300
+
+
+def test_history_on_a_backend_without_it_is_reported_not_supported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ReferenceStorage, "capabilities", replace(ReferenceStorage.capabilities, history=False))
+    section = history_cost(Namespace("memory", "memory://bench-no-history"), Settings.default(quick=True))
+    assert section["status"] == "not supported"
+    assert "history" in section["reason"]
+    assert history_table(section) == [f"History: not supported ({section['reason']})"]
 
 
 def test_unreachable_backend_is_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import os
 import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.genai import types  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
+from scripted_model import edit_arguments  # noqa: E402
 from test_postgres import fresh_schema_url  # noqa: E402
 
 from workmem import AsyncMemory, Memory, ThreadOwnershipError, ValidationError  # noqa: E402
@@ -81,7 +83,8 @@ class ScriptedModel(BaseLlm):
     """Answers each request with the next scripted reply: a list of function calls, or a final text."""
 
     model: str = "scripted"
-    replies: list[list[Call] | str] = Field(default_factory=list)
+    replies: list[list[Call] | str | Callable[[Seen], list[Call]]] = Field(default_factory=list)
+    """Function calls, a final text, or a function of the request making the calls (answering what it is shown)."""
     seen: list[Seen] = Field(default_factory=list)
 
     async def generate_content_async(
@@ -97,6 +100,8 @@ class ScriptedModel(BaseLlm):
         ]
         self.seen.append(Seen(system, tools, [content.model_copy(deep=True) for content in llm_request.contents]))
         reply = self.replies.pop(0)
+        if callable(reply):
+            reply = reply(self.seen[-1])
         if isinstance(reply, str):
             parts = [types.Part(text=reply)]
         else:
@@ -176,6 +181,44 @@ def _data(seen: Seen) -> str:
 
 
 # -- the tests -------------------------------------------------------------------------------------
+
+
+def test_history_records_the_agent_and_the_function_call_of_each_update() -> None:
+    """ADK's function call id (as the session's events hold it) and agent name reach the version's source."""
+
+    def edit(old: str, new: str) -> Callable[[Seen], list[Call]]:
+        return lambda seen: [(TOOL, json.loads(edit_arguments(seen.system, old, new)))]
+
+    async def call_ids(agent: Agent, user: str, session_id: str) -> list[str | None]:
+        """The ids ADK gave the model's function calls, as the session's events hold them."""
+        session = await agent.runner.session_service.get_session(app_name=APP, user_id=user, session_id=session_id)
+        assert session is not None
+        return [call.id for event in session.events for call in event.get_function_calls()]
+
+    async def body() -> None:
+        url = f"memory://adk-{uuid.uuid4().hex}"
+        async with await AsyncMemory.open(url, scope="thread", history=True) as memory:
+            name, city = edit("**First Name**: ", "**First Name**: Sam"), edit("**Location**: ", "**Location**: Oslo")
+            replies = [name, "Noted.", city, "Ok."]
+            agent = Agent(memory, ScriptedModel(replies=replies))
+            user = _user()
+            session = await agent.session(user)
+            await agent.turn(user, session, "I'm Sam")
+            await agent.turn(user, session, "I live in Oslo")
+
+            first_id, second_id = await call_ids(agent, user, session)
+            assert first_id and second_id and first_id != second_id
+            assert first_id.startswith("adk-")  # the model gave none: ADK's own id, as the session keeps it
+            newest, first = (await memory.working_memory_history(thread_id=session)).versions
+            who = {"tool": TOOL, "threadId": session, "framework": "adk", "agent": "assistant"}
+            assert (first.version, first.resource_id, first.source) == (1, user, {**who, "toolCallId": first_id})
+            assert first.content is not None and "**First Name**: Sam\n" in first.content
+            assert "**Location**: \n" in first.content
+            assert (newest.version, newest.source) == (2, {**who, "toolCallId": second_id})
+            assert newest.content == await memory.get_working_memory(thread_id=session)
+            assert newest.content is not None and "**Location**: Oslo\n" in newest.content
+
+    asyncio.run(body())
 
 
 @pytest.mark.parametrize("scope", ["resource", "thread"])

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 import warnings
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 from langgraph.runtime import get_runtime
 from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import BaseModel, Field
-from scripted_model import fenced
+from scripted_model import edit_arguments, fenced
 from test_postgres import fresh_schema_url
 
 from workmem import ThreadOwnershipError, ValidationError
@@ -194,6 +195,57 @@ def user(text: str) -> dict[str, Any]:
     return {"messages": [HumanMessage(text)]}
 
 
+# -- history: who wrote each version -------------------------------------------------------------------
+
+
+def edit(old: str, new: str, call_id: str) -> Step:
+    """A step copying the memory as shown with one line filled in, as a model recording a fact does."""
+    return lambda messages: AIMessage(
+        content="",
+        tool_calls=[
+            {
+                "name": TOOL_NAME,
+                "args": json.loads(edit_arguments(memory_message(messages), old, new)),
+                "id": call_id,
+                "type": "tool_call",
+            }
+        ],
+    )
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_history_records_the_tool_call_of_each_update(build: Build) -> None:
+    """The ToolCall's id reaches the version's source, and the agent's name where the run's metadata has one."""
+
+    async def scenario() -> None:
+        url = f"memory://langgraph-{uuid.uuid4().hex}"
+        async with await AsyncMemory.open(url, template=TEMPLATE, history=True) as memory:
+            await memory.create_thread("t-1", resource_id=USER)
+            model = ScriptedChatModel(
+                script=[
+                    edit("- **Name**:", "- **Name**: Sam", "call-a"),
+                    say("Noted."),
+                    edit("- **City**:", "- **City**: Oslo", "call-b"),
+                    say("Noted too."),
+                ]
+            )
+            app = build(model, LangGraphMemory(memory))
+            await app.ainvoke(user("I'm Sam"), config())
+            named = {**config(), "metadata": {"lc_agent_name": "assistant"}}
+            await app.ainvoke(user("I live in Oslo"), named)
+
+            stored = await memory.get_working_memory(resource_id=USER)
+            assert stored == "# User\n- **Name**: Sam\n- **City**: Oslo\n"
+            newest, first = (await memory.working_memory_history(thread_id="t-1")).versions
+            who = {"tool": TOOL_NAME, "threadId": "t-1", "framework": "langgraph"}
+            assert (first.version, first.kind, first.source) == (1, "set", {**who, "toolCallId": "call-a"})
+            assert "agent" not in first.source  # nothing names the agent: none is recorded
+            named_source = {**who, "toolCallId": "call-b", "agent": "assistant"}
+            assert (newest.version, newest.content, newest.source) == (2, stored, named_source)
+
+    run(scenario)
+
+
 # -- end to end ----------------------------------------------------------------------------------------
 
 
@@ -304,7 +356,8 @@ def test_a_sync_memory_is_run_on_worker_threads(url: str, build: Build) -> None:
         app = build(model, integration)
 
         async def scenario() -> None:
-            await app.ainvoke(user("I live in Oslo"), config())
+            named = {**config(), "metadata": {"lc_agent_name": "assistant"}}
+            await app.ainvoke(user("I live in Oslo"), named)
             await app.ainvoke(user("Where?"), config())
 
         run(scenario)
@@ -328,7 +381,8 @@ def test_model_mistakes_come_back_as_tool_results_and_the_run_goes_on(url: str, 
                 ]
             )
             app = build(model, LangGraphMemory(memory))
-            await app.ainvoke(user("I live in Oslo"), config())
+            named = {**config(), "metadata": {"lc_agent_name": "assistant"}}
+            await app.ainvoke(user("I live in Oslo"), named)
             await app.ainvoke(user("where?"), config())
 
             bad_json, wrong_type, good = (request[-1] for request in model.requests[1:4])

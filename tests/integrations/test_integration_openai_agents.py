@@ -14,7 +14,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from agents.exceptions import UserError  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
+from scripted_model import edit_arguments  # noqa: E402
 from test_postgres import fresh_schema_url  # noqa: E402
 
 from workmem import AsyncMemory, Memory  # noqa: E402
@@ -73,7 +75,8 @@ class Request:
 class ScriptedModel(Model):
     """Answers each request with the next step (a list of output items) and records the request."""
 
-    steps: list[list[Any]]
+    steps: list[list[Any] | Callable[[Request], list[Any]]]
+    """Output items, or a function of the request making them (a model answering what it is shown)."""
     requests: list[Request] = field(default_factory=list)
 
     async def get_response(
@@ -94,7 +97,9 @@ class ScriptedModel(Model):
         self.requests.append(Request(system_instructions, items, [tool.name for tool in tools], list(tools)))
         if not self.steps:
             raise AssertionError(f"unexpected model request #{len(self.requests)}")
-        return ModelResponse(output=self.steps.pop(0), usage=Usage(), response_id=None)
+        step = self.steps.pop(0)
+        output = step(self.requests[-1]) if callable(step) else step
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         raise NotImplementedError("the scripted model does not stream")
@@ -220,6 +225,43 @@ def test_schema_partial_update_keeps_untouched_fields(url: str) -> None:
                 assert text in next_turn.system_instructions
             # Thread scope: the other thread of the same user has its own (empty) memory.
             assert await memory.get_working_memory(thread_id="t-2") is None
+
+    asyncio.run(scenario())
+
+
+# -- history: who wrote each version -----------------------------------------------------------
+
+
+def test_history_records_the_agent_and_the_tool_call_of_each_update() -> None:
+    """The SDK's tool call id and agent name reach the version's source; the model copies what it is shown."""
+
+    def edit(old: str, new: str, call_id: str) -> Callable[[Request], list[Any]]:
+        return lambda request: tool_call(edit_arguments(request.system_instructions or "", old, new), call_id)
+
+    async def scenario() -> None:
+        url = f"memory://openai-agents-{uuid.uuid4().hex}"
+        async with await AsyncMemory.open(url, template=TEMPLATE, history=True) as memory:
+            await memory.create_thread("t-1", resource_id="user-1")
+            model = ScriptedModel(
+                [
+                    edit("- **Name**:", "- **Name**: Sam", "call-a"),
+                    say("Noted."),
+                    edit("- **City**:", "- **City**: Oslo", "call-b"),
+                    say("Noted too."),
+                ]
+            )
+            agent = WorkingMemory(memory).attach(Agent(name="assistant", model=model))
+            ids = MemoryIds(thread_id="t-1", resource_id="user-1")
+            await Runner.run(agent, "I'm Sam", context=ids)
+            await Runner.run(agent, "I live in Oslo", context=ids)
+
+            stored = await memory.get_working_memory(resource_id="user-1")
+            assert stored == "# User\n- **Name**: Sam\n- **City**: Oslo\n"
+            newest, first = (await memory.working_memory_history(thread_id="t-1")).versions
+            who = {"tool": "updateWorkingMemory", "threadId": "t-1", "framework": "openai-agents", "agent": "assistant"}
+            assert (first.version, first.kind, first.source) == (1, "set", {**who, "toolCallId": "call-a"})
+            assert first.content == "# User\n- **Name**: Sam\n- **City**:\n"
+            assert (newest.version, newest.content, newest.source) == (2, stored, {**who, "toolCallId": "call-b"})
 
     asyncio.run(scenario())
 

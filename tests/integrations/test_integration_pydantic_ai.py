@@ -29,10 +29,11 @@ from pydantic_ai import Agent
 from pydantic_ai.capabilities import Toolset
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from scripted_model import fenced
+from scripted_model import fenced, patch_arguments
 from test_postgres import fresh_schema_url
 
 from workmem import AsyncMemory, ThreadOwnershipError
+from workmem.agent import WorkingMemorySchema
 from workmem.integrations import MemoryIds, MissingIdsError
 from workmem.integrations.pydantic_ai import WorkingMemoryToolset
 
@@ -255,6 +256,49 @@ def test_schema_null_removes_only_the_field_it_names(url: str) -> None:
             assert json.loads(script.seen[-1].data()) == {"name": "Sam"}
 
     asyncio.run(body())
+
+
+# -- history: who wrote each version -----------------------------------------------------------------
+
+
+def test_history_records_the_agent_and_the_tool_call_of_each_update() -> None:
+    """pydantic-ai's tool call id and agent name reach the version's source, here of the call that erased a field.
+
+    The model sends its patch as a JSON string inside the arguments, padded with null for the fields it
+    did not mean to change, as models do: the second call erases the name, and history says which call did.
+    """
+
+    def patch(fields: dict[str, Any], call_id: str) -> Step:
+        def step(seen: Seen) -> ModelResponse:
+            arguments = patch_arguments(fields, WorkingMemorySchema(Profile), pad_with_null=True, as_string=True)
+            return ModelResponse(parts=[ToolCallPart(TOOL, args=arguments, tool_call_id=call_id)])
+
+        return step
+
+    async def body(memory: AsyncMemory) -> None:
+        deps = Deps("t-1", "user-1")
+        await memory.create_thread("t-1", resource_id="user-1")
+        script = Script()
+        agent = Agent(FunctionModel(script), name="assistant", deps_type=Deps, toolsets=[WorkingMemoryToolset(memory)])
+        script.then(patch({"name": "Sam"}, "call-a"), reply())
+        await agent.run("I'm Sam", deps=deps)
+        script.then(patch({"city": "Oslo"}, "call-b"), reply())
+        await agent.run("I live in Oslo", deps=deps)
+
+        assert await memory.get_working_memory_data(thread_id="t-1") == {"city": "Oslo"}
+        erasing, first = (await memory.working_memory_history(thread_id="t-1")).versions
+        who = {"tool": TOOL, "threadId": "t-1", "framework": "pydantic-ai", "agent": "assistant"}
+        assert (first.version, first.kind, first.source) == (1, "merge", {**who, "toolCallId": "call-a"})
+        assert first.content is not None and json.loads(first.content) == {"name": "Sam"}
+        assert (erasing.version, erasing.source) == (2, {**who, "toolCallId": "call-b"})
+        assert await memory.restore_working_memory(1, thread_id="t-1") == first.content
+
+    async def scenario() -> None:
+        url = f"memory://pydantic-ai-{uuid.uuid4().hex}"
+        async with await AsyncMemory.open(url, scope="thread", schema=Profile, history=True) as memory:
+            await body(memory)
+
+    asyncio.run(scenario())
 
 
 # -- model mistakes come back as the tool's result ----------------------------------------------------

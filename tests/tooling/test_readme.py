@@ -1,8 +1,8 @@
 """The code blocks of README.md, CONTRIBUTING.md and every page under docs/ are run or checked.
 
 * A ``python`` block that is a whole program (it starts with an import and opens
-  ``"file:agent.db"``) runs: all of them, README first, then the pages in path order, one
-  after another and again, in one folder (one ``agent.db``).
+  ``"file:agent.db"``, or an in-process ``"memory://..."`` store) runs: all of them, README
+  first, then the pages in path order, one after another and again, in one folder (one ``agent.db``).
 * Any other ``python`` block is a fragment (it names a server, a model or your own objects):
   it must compile (top-level ``await`` allowed, as in a notebook), its imports must import,
   and every ``workmem.NAME`` it uses must exist.
@@ -46,11 +46,11 @@ def _blocks(language: str, pages: list[Path] = PAGES) -> list[tuple[Path, str]]:
 
 
 def _is_program(block: str) -> bool:
-    return block.startswith(("import ", "from ")) and '"file:agent.db"' in block
+    return block.startswith(("import ", "from ")) and ('"file:agent.db"' in block or '"memory://' in block)
 
 
 def _runnable_blocks() -> list[tuple[Path, str]]:
-    """The blocks that are whole programs: they import what they use and open ``file:agent.db``."""
+    """The blocks that are whole programs: they import what they use and open ``file:agent.db`` or ``memory://``."""
     return [(page, block) for page, block in _blocks("python") if _is_program(block)]
 
 
@@ -72,6 +72,7 @@ def test_the_pages_have_the_runnable_blocks_this_test_expects() -> None:
         "docs/async.md": ["workmem.connect_async"],
         "docs/backends/libsql.md": ["storage.query"],
         "docs/getting-started.md": ["storage.save_thread", "memory.create_thread"],
+        "docs/history.md": ["working_memory_history", "delete_resource"],
         "docs/storage.md": ["storage.save_thread"],
     }
     assert sorted(found) == sorted(expected)

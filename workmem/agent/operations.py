@@ -269,7 +269,8 @@ async def create_thread(
     thread = Thread(thread_id, resource_id, title, rest if metadata is not None else None)
     stored = await operations.create_thread(memory.storage, thread)  # insert-only, atomic in the database
     if memory.scope == "resource" and initial is not None:
-        await operations.update_resource(memory.storage, resource_id, initial, UNSET, memory.max_chars)
+        source = _source(None, thread_id)
+        await operations.update_resource(memory.storage, resource_id, initial, UNSET, memory.max_chars, source)
     return stored
 
 
@@ -288,6 +289,7 @@ async def update_thread(
     resource_id: str | None,
 ) -> Thread:
     memory._require_writable("update_thread")
+    source = _source(None, thread_id)  # a working memory given in the metadata: recorded as changed in this thread
     thread = await _existing_thread(memory, thread_id, resource_id)
     new_metadata: Mapping[str, Any] | Unset | None = metadata
     given: str | Unset | None = UNSET
@@ -302,10 +304,10 @@ async def update_thread(
         # conditioned on the owner read above: a thread re-created under another resource since is not written;
         # a thread-scope working memory is checked against the limit in that same write
         thread = await operations.update_thread(
-            memory.storage, thread_id, title, new_metadata, thread.resource_id, memory.max_chars
+            memory.storage, thread_id, title, new_metadata, thread.resource_id, memory.max_chars, source
         )
     if memory.scope == "resource" and given is not UNSET:
-        await operations.update_resource(memory.storage, thread.resource_id, given, UNSET, memory.max_chars)
+        await operations.update_resource(memory.storage, thread.resource_id, given, UNSET, memory.max_chars, source)
     return thread
 
 
