@@ -30,6 +30,8 @@ def test_backends_without_a_server_here_are_shown_as_missing_not_passing() -> No
     cells = dict(zip(header.split("|")[2:-1], result.split("|")[2:-1], strict=True))
     assert cells[" mongodb "].strip() == "no report"
     assert cells[" oracle "].strip() == "no report"
-    every = len(all_checks())
-    for backend in ("libsql", "postgres", "upstash"):  # every check of the suite as it is now, none skipped
+    # Every check of the suite as it is now, none skipped; but for those of history and erasure (issue 31), which
+    # the committed reports predate: they join this count once these adapters declare both and the reports are rerun.
+    every = sum(c.capability not in ("history", "erase") for c in all_checks())
+    for backend in ("libsql", "postgres", "upstash"):
         assert cells[f" {backend} "].strip().startswith(f"✅ passed ({every}/{every})")

@@ -43,6 +43,7 @@ from workmem.arguments import (
 from workmem.changes import (
     ResourceChange,
     ThreadChange,
+    memory_given,
     merge_document,
     updated_resource,
     updated_thread,
@@ -51,6 +52,7 @@ from workmem.changes import (
 from workmem.conformance import PROFILES, Report, run
 from workmem.conformance.apis import APIS, Api
 from workmem.conformance.processes import spawn
+from workmem.history import ErasedResource, HistoryKey, MemoryVersion, Recording, with_version
 from workmem.hooks import ListQuery, ScopeTarget
 from workmem.kit import MergeChange, run_sync
 from workmem.limits import check_limit, document_size, text_size
@@ -814,6 +816,150 @@ MUTANTS_B: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
 # -- end of issue 19, part B ------------------------------------------------------------------------------
 
 
+# -- issue 31: history and erasure -----------------------------------------------------------------------------
+
+
+def _no_keep(record: Recording | None) -> Recording | None:
+    return None if record is None else dataclasses.replace(record, keep=None)
+
+
+class RecordsRefusedWrites(ReferenceHooks):
+    """Records a thread's version before the write checks the owner, the size limit and the text: a refused
+    write leaves a version behind."""
+
+    async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
+        with self._store.lock:
+            thread = self._store.threads.get(thread_id)
+            if thread is not None:
+                key = HistoryKey(thread.resource_id, thread_id)
+                self._store.record(change.record, key, memory_given(change.metadata), change.now)
+            return await super()._update_thread(thread_id, dataclasses.replace(change, record=None))
+
+
+class NoRetention(ReferenceHooks):
+    """Keeps every version whatever ``history=N`` asked (its store records each write as if told to keep all)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__(name)
+        store, record = self._shared, type(self._shared).record
+        store.record = lambda recording, *args: record(store, _no_keep(recording), *args)  # type: ignore[method-assign]
+
+
+class RacyNumbering(ReferenceHooks):
+    """Merges atomically, then numbers the version outside the lock: reads the newest, writes one above it."""
+
+    async def _merge_working_memory(
+        self,
+        target: ScopeTarget,
+        patch: dict[str, Any],
+        now: datetime,
+        *,
+        max_chars: int | None = None,
+        record: Recording | None = None,
+    ) -> dict[str, Any]:
+        merged = await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+        if record is not None:
+            thread = None if target.thread_id is None else self._store.threads.get(target.thread_id)
+            key = (
+                HistoryKey(target.resource_id or "", None)
+                if thread is None
+                else HistoryKey(thread.resource_id, thread.id)
+            )
+            versions = list(self._store.history.get(key, []))  # read the newest ...
+            await self._pause(0.001)  # ... another merge numbers its version here ...
+            self._store.history[key] = with_version(versions, record, key, dump_json(merged), now)  # ... write
+        return merged
+
+
+class DeleteThreadKeepsHistory(ReferenceHooks):
+    """``delete_thread`` removes the thread and leaves its history (a thread re-created under the id inherits it)."""
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        with self._store.lock:
+            saved = dict(self._store.history)
+            deleted = await super()._delete_thread(thread_id, owner=owner)
+            self._store.history.update(saved)
+            return deleted
+
+
+class HistoryByMemoryId(ReferenceHooks):
+    """Reads a working memory's history by the id of its record alone: a resource and a thread of one id share it."""
+
+    async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        with self._store.lock:
+            versions = [v for k, vs in self._store.history.items() if k.memory_id == key.memory_id for v in vs]
+        older = sorted((v for v in versions if before is None or v.version < before), key=lambda v: -v.version)
+        return older[:limit]
+
+
+class RestoreRecordedAsSet(ReferenceHooks):
+    """Records a restore as a plain set, without its source."""
+
+    async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
+        record = change.record
+        if record is not None and record.kind == "restore":
+            change = dataclasses.replace(change, record=Recording("set", keep=record.keep))
+        return await super()._update_resource(resource_id, change)
+
+
+class EraseByPrefix(ReferenceHooks):
+    """Erases every resource whose id starts with the one given (a ``LIKE 'id%'``)."""
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        with self._store.lock:
+            ids = {r for r in self._store.resources if r.startswith(resource_id)}
+            ids |= {t.resource_id for t in self._store.threads.values() if t.resource_id.startswith(resource_id)}
+            for other in sorted(ids - {resource_id}):
+                await super()._delete_resource(other)
+            return await super()._delete_resource(resource_id)
+
+
+class EraseKeepsThreadHistory(ReferenceHooks):
+    """Erases the user's records and its resource history, not its threads' history."""
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        with self._store.lock:
+            kept = {k: v for k, v in self._store.history.items() if k.resource_id == resource_id and k.thread_id}
+            erased = await super()._delete_resource(resource_id)
+            self._store.history.update(kept)
+        return erased  # counts the versions it left as removed
+
+
+class EraseInSteps(ReferenceHooks):
+    """Lists the user's threads, then (another round trip later) erases the history and the threads it listed."""
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        store = self._store
+        with store.lock:
+            threads = tuple(t.id for t in store.threads.values() if t.resource_id == resource_id)
+        await self._pause(0.002)  # a thread created now is not listed ...
+        with store.lock:
+            keys = [key for key in store.history if key.resource_id == resource_id]
+            versions = sum(len(store.history.pop(key)) for key in keys)  # ... but its history goes
+            for thread_id in threads:
+                store.threads.pop(thread_id, None)
+            resource = store.resources.pop(resource_id, None) is not None
+        return ErasedResource(resource_id, resource, tuple(sorted(threads)), versions)
+
+
+MUTANTS_HISTORY: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
+    (RecordsRefusedWrites, {"history_atomic_with_write"}, {"history_atomic_with_write"}),
+    (NoRetention, {"history_retention"}, {"history_retention"}),
+    (RacyNumbering, {"history_complete_under_concurrency"}, {"history_complete_under_concurrency"}),
+    (DeleteThreadKeepsHistory, {"history_delete_thread"}, {"history_delete_thread"}),
+    (HistoryByMemoryId, {"history_scope_isolation"}, {"history_scope_isolation"}),
+    (
+        RestoreRecordedAsSet,
+        {"history_restore", "history_atomic_with_write"},
+        {"history_restore", "history_atomic_with_write"},
+    ),
+    (EraseByPrefix, {"delete_resource_erases_one_user"}, {"delete_resource_erases_one_user"}),
+    (EraseKeepsThreadHistory, {"delete_resource_erases_one_user"}, {"delete_resource_erases_one_user"}),
+    (EraseInSteps, {"delete_resource_races_writes"}, {"delete_resource_races_writes"}),
+]
+"""Issue 31's mutants: history recorded with its write, complete, scoped, kept; a user erased whole and alone."""
+
+
 FAST_SHRINK = dataclasses.replace(PROFILES["standard"], shrink_seconds=0, shrink_total_seconds=None)
 """The ci profile without shrinking: the same examples, so the same verdict, sooner (the test only needs that)."""
 
@@ -851,6 +997,7 @@ MUTANTS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     *MUTANTS_OWNER_WRITES,
     *MUTANTS_MAX_CHARS,
     *MUTANTS_ISSUE_29,
+    *MUTANTS_HISTORY,
 ]
 
 

@@ -35,6 +35,9 @@ REPORT_KEYS = {
     "checks",
 }
 CHECK_KEYS = {"name", "title", "required", "status", "reason", "duration_s"}
+OPTIONAL = {"cross_process_atomic", "persistence", "delete_resource_erases_one_user", "delete_resource_races_writes"}
+OPTIONAL |= {f"history_{name}" for name in ("atomic_with_write", "complete_under_concurrency", "scope_isolation")}
+OPTIONAL |= {f"history_{name}" for name in ("restore", "retention", "paging", "delete_thread")}
 
 
 class StripsNul(ReferenceStorage):
@@ -79,7 +82,7 @@ def test_console_script_passes_on_memory_and_writes_the_json_report(tmp_path: Pa
         assert set(entry) == CHECK_KEYS
         assert entry["status"] in {"passed", "skipped"} and isinstance(entry["duration_s"], float)
         assert (entry["reason"] is None) == (entry["status"] == "passed")
-        assert entry["required"] == (entry["name"] not in {"cross_process_atomic", "persistence"})
+        assert entry["required"] == (entry["name"] not in OPTIONAL)
 
 
 def test_exit_status_is_one_when_a_required_check_fails() -> None:

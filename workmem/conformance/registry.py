@@ -19,11 +19,11 @@ from workmem.hooks import Capabilities
 from workmem.storage import MemoryStorage
 
 from .profiles import Profile
-from .target import Target
+from .target import History, Target
 
 __all__ = ["CHECK_MODULES", "Check", "CheckContext", "CheckSkipped", "all_checks", "check", "get_check"]
 
-CapabilityName = Literal["cross_process_atomic", "persistent"]
+CapabilityName = Literal["cross_process_atomic", "persistent", "history", "erase"]
 
 CHECK_MODULES = (
     "workmem.conformance.stateful",
@@ -39,6 +39,8 @@ CHECK_MODULES = (
     "workmem.conformance.edges",
     "workmem.conformance.bulk",
     "workmem.conformance.closing",
+    "workmem.conformance.versions",
+    "workmem.conformance.erasure",
 )
 """The modules whose import registers the checks, in the order they run."""
 
@@ -66,9 +68,9 @@ class CheckContext:
     def capabilities(self) -> Capabilities:
         return self.storage.capabilities
 
-    def open(self) -> MemoryStorage:
-        """One more connection to the same namespace."""
-        return self.target.open()
+    def open(self, *, history: History = None) -> MemoryStorage:
+        """One more connection to the same namespace; ``history`` as ``connect``'s (the checks of history)."""
+        return self.target.open(history=history)
 
     @staticmethod
     def prefix() -> str:

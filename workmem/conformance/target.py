@@ -18,13 +18,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from workmem.aio import AsyncMemoryStorage
+from workmem.errors import OperationNotSupportedError
+from workmem.history import check_history
 from workmem.registry import connect, connect_async
 from workmem.storage import MemoryStorage
 from workmem.urls import mask_secrets, mask_url, scheme_of, url_secrets
 
 from .apis import Api, AsyncStorageView, EventLoopThread, check_api, opened
 
-__all__ = ["AsyncFactory", "Factory", "Target", "TargetLike", "masked"]
+__all__ = ["AsyncFactory", "Factory", "History", "Target", "TargetLike", "masked"]
+
+History = bool | int | None
+"""``connect``'s ``history``: ``None`` off, ``True`` every version, N the newest N of each working memory."""
 
 Factory = Callable[[], MemoryStorage]
 """A zero-argument callable returning a NEW connection to the same backend namespace."""
@@ -38,6 +43,15 @@ TargetLike = str | Factory | AsyncFactory
 
 def _url_secrets(url: str) -> list[str]:
     return url_secrets(url)
+
+
+def _record_history(storage: MemoryStorage | AsyncMemoryStorage, history: History) -> None:
+    """Set a factory's connection to record by ``history``, as ``connect(url, history=...)`` does."""
+    policy = check_history(history)
+    if policy is not None:
+        if not storage.capabilities.history:
+            raise OperationNotSupportedError(f"working memory history on {type(storage).__name__}")
+        storage.history = policy
 
 
 def masked(url: str, text: str | None = None) -> str:
@@ -61,34 +75,44 @@ class Target:
                 target = f"memory://conformance-{uuid.uuid4().hex}"
             self.url: str | None = target
             url = target
-            self._factory: Callable[[], object] = (
-                (lambda: connect(url)) if api == "sync" else (lambda: connect_async(url))
+            self._factory: Callable[[History], object] = (
+                (lambda history: connect(url, history=history))
+                if api == "sync"
+                else (lambda history: connect_async(url, history=history))
             )
         elif callable(target):
             self.given_url = self.url = None
-            self._factory = target
+            factory = target
+            self._factory = lambda history: factory()
         else:
             raise TypeError(f"expected a URL or a zero-argument factory, got {type(target).__name__}")
         self._secrets = _url_secrets(self.url) if self.url else []
         self._open: list[MemoryStorage] = []
         self._loop: EventLoopThread | None = None
 
-    def open(self) -> MemoryStorage:
-        """A new connection (closed by :meth:`close_all`); with the async API, a view of one."""
+    def open(self, *, history: History = None) -> MemoryStorage:
+        """A new connection (closed by :meth:`close_all`); with the async API, a view of one.
+
+        ``history`` is ``connect``'s (``True``, or the number of versions to keep): a URL is
+        opened with it; a factory's connection is set to record by it, as ``connect`` does.
+        """
         if self.api == "sync":
-            storage = self._factory()
+            storage = self._factory(history)
             if not isinstance(storage, MemoryStorage):
                 kind = " (an async storage: run with api='async')" if isinstance(storage, AsyncMemoryStorage) else ""
                 raise TypeError(f"the factory returned {type(storage).__name__}, not a MemoryStorage{kind}")
+            _record_history(storage, history)
         else:
             if self._loop is None or not self._loop.running:
                 self._loop = EventLoopThread()
             factory, loop = self._factory, self._loop
 
             async def make() -> AsyncMemoryStorage:
-                return await opened(factory())
+                return await opened(factory(history))
 
-            storage = AsyncStorageView(loop.run(make()), loop)
+            inner = loop.run(make())
+            _record_history(inner, history)
+            storage = AsyncStorageView(inner, loop)
         self._open.append(storage)
         return storage
 
