@@ -32,6 +32,9 @@ from .registry import CheckContext, check
 
 __all__ = ["all_versions", "memory_of", "raises", "versions_of"]
 
+_history_check = functools.partial(check, capability="history")
+"""Registers a check gated on ``capabilities.history``."""
+
 EVERY = 10_000
 """A page that holds every version the checks write."""
 
@@ -132,13 +135,12 @@ class _Ledger:
         assert after == before, f"{what} recorded versions of {key}: {after[: len(after) - len(before)]!r}"
 
 
-@check(
+@_history_check(
     "history_atomic_with_write",
     "with history on, every set, merge, restore and working-memory update of either scope records exactly one "
     "version (numbered one above the newest, the memory after it, its kind, source and time); a refused write "
     "(another owner, a missing thread, over max_chars, stored text no JSON object) and a write on a connection "
     "without history record none",
-    capability="history",
 )
 def history_atomic_with_write(ctx: CheckContext) -> None:
     conn, off = ctx.open(history=True), ctx.open()
@@ -255,12 +257,11 @@ def _merges_per_connection(ctx: CheckContext) -> int:
     return 16 if ctx.profile.name == "thorough" else 4
 
 
-@check(
+@_history_check(
     "history_complete_under_concurrency",
     "concurrent merges of distinct fields through several connections, in either scope, record versions "
     "1..N with no gap and no repeat, each version's document the previous one plus the field its own merge "
     "(named by its source) added, the newest the final working memory",
-    capability="history",
 )
 def history_complete_under_concurrency(ctx: CheckContext) -> None:
     conns = [ctx.open(history=True) for _ in range(MERGE_CONNECTIONS)]
@@ -302,12 +303,11 @@ def _check_merged(conn: MemoryStorage, key: HistoryKey, merges: int) -> None:
 # -- scopes ------------------------------------------------------------------------------------------------------
 
 
-@check(
+@_history_check(
     "history_scope_isolation",
     "a resource's history never shows its threads' versions nor another resource's, a thread's never its "
     "owner's nor another thread's, even where the ids coincide (a thread named like its owner, a resource "
     "named like a thread); a thread's history asked for under another owner raises ThreadOwnershipError",
-    capability="history",
 )
 def history_scope_isolation(ctx: CheckContext) -> None:
     conn = ctx.open(history=True)
@@ -344,12 +344,11 @@ def history_scope_isolation(ctx: CheckContext) -> None:
 # -- restore -----------------------------------------------------------------------------------------------------
 
 
-@check(
+@_history_check(
     "history_restore",
     "restore_working_memory writes that version's text as a new version (kind 'restore', its source with "
     "restoredFrom), rewriting no earlier version; a version never written or dropped by retention, or a "
     "missing thread, raises VersionNotFoundError and changes nothing",
-    capability="history",
 )
 def history_restore(ctx: CheckContext) -> None:
     conn = ctx.open(history=True)
@@ -395,11 +394,10 @@ def _refused_restore(conn: MemoryStorage, key: HistoryKey, version: int) -> None
 # -- retention and paging ----------------------------------------------------------------------------------------
 
 
-@check(
+@_history_check(
     "history_retention",
     "with history=N each write keeps exactly the newest N versions of its working memory (numbering goes on), "
     "in either scope; a connection keeping every version drops none",
-    capability="history",
 )
 def history_retention(ctx: CheckContext) -> None:
     three, every = ctx.open(history=3), ctx.open(history=True)
@@ -425,11 +423,10 @@ def history_retention(ctx: CheckContext) -> None:
         assert contents == ['{"n":9}', '{"n":8}', '{"n":7}'], f"the versions kept of {key} hold {contents!r}"
 
 
-@check(
+@_history_check(
     "history_paging",
     "working_memory_history pages newest first: at most limit versions, each numbered below before, "
     "next_before leading to the next older page and None on the last",
-    capability="history",
 )
 def history_paging(ctx: CheckContext) -> None:
     conn = ctx.open(history=True)
@@ -462,11 +459,10 @@ def history_paging(ctx: CheckContext) -> None:
 # -- deleting a thread -------------------------------------------------------------------------------------------
 
 
-@check(
+@_history_check(
     "history_delete_thread",
     "delete_thread removes the thread's history with it (a thread re-created under that id, by its owner or "
     "another, starts at version 1) and leaves its owner's history alone",
-    capability="history",
 )
 def history_delete_thread(ctx: CheckContext) -> None:
     conn = ctx.open(history=True)
