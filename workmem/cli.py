@@ -14,8 +14,12 @@ store in another program (see ``docs/wire-protocol.md``). Without ``URL`` it use
 default, a ``workmem.db`` in a fresh temporary folder (or ``memory://`` when the libSQL adapter is not available).
 
 ``workmem copy SRC_URL DST_URL [--overwrite] [--verify] [--no-create] [--page-size N]``, ``workmem export URL
-[-o FILE]`` and ``workmem import URL FILE [--no-create]`` move records between backends (see
+[-o FILE] [--resource ID]`` and ``workmem import URL FILE [--no-create]`` move records between backends (see
 :mod:`workmem.transfer.cli`).
+
+``workmem history URL --resource ID [--thread ID] [--limit N] [--before V] [--json]`` prints the versions of one
+working memory, newest first (the resource's, or with ``--thread`` that thread's): exit status 0, or 2 when the
+store cannot be opened, keeps no history or refuses the arguments (a thread another resource owns).
 
 When the reader of its output goes away (``workmem export URL | head -1``), a
 command stops quietly with status 141 (128 + SIGPIPE), as a program that the
@@ -46,6 +50,7 @@ import workmem
 from workmem.conformance.profiles import DEFAULT_PROFILE
 from workmem.conformance.target import masked
 from workmem.errors import WorkmemError
+from workmem.records import Scope
 
 __all__ = ["main"]
 
@@ -64,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workmem", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"workmem {workmem.__version__}")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{conformance,conformance table,copy,export,import}"
+        dest="command", required=True, metavar="{conformance,conformance table,copy,export,import,history}"
     )
     conf = commands.add_parser("conformance", help="run the conformance suite against a backend")
     conf.add_argument("url", nargs="?", help="backend URL (default: a libSQL file in a fresh temporary folder)")
@@ -95,7 +100,72 @@ def _parser() -> argparse.ArgumentParser:
     from workmem.transfer import cli as transfer_cli
 
     transfer_cli.configure_parsers(commands)
+    history = commands.add_parser(
+        "history",
+        help="print the versions of one working memory, newest first",
+        description="Print the versions of a resource's working memory (or, with --thread, of that thread's), "
+        "newest first: number, time, kind of change, source and text. Reads only; the store must keep history "
+        "(written through connect(url, history=...)).",
+    )
+    history.add_argument("url", metavar="URL", help="the backend to read (never created or changed)")
+    history.add_argument("--resource", required=True, metavar="ID", help="the resource (a thread's owner)")
+    history.add_argument("--thread", metavar="ID", help="the thread, for its working memory (thread scope)")
+    history.add_argument("--limit", type=_limit, default=20, metavar="N", help="versions to print, 1 to 10,000 (20)")
+    history.add_argument("--before", type=_version, metavar="V", help="only versions numbered below V (older pages)")
+    history.add_argument("--json", action="store_true", help="one JSON object: the versions and next_before")
     return parser
+
+
+def _whole(text: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, not {value}")
+    return value
+
+
+def _limit(text: str) -> int:
+    from workmem.operations import MAX_PAGE_SIZE
+
+    return _whole(text, 1, MAX_PAGE_SIZE)
+
+
+def _version(text: str) -> int:
+    return _whole(text, 1, 2**63 - 1)
+
+
+def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``workmem history``: one working memory's versions, newest first, as text or JSON."""
+    from workmem.transfer.format import version_values
+
+    scope: Scope = "resource" if args.thread is None else "thread"
+    try:
+        with workmem.connect(args.url, create=False) as storage:
+            page = storage.working_memory_history(
+                scope=scope, resource_id=args.resource, thread_id=args.thread, limit=args.limit, before=args.before
+            )
+    except (WorkmemError, OSError, ValueError, TypeError) as exc:
+        print(masked(args.url, f"workmem history: error: {type(exc).__name__}: {exc}"), file=err)
+        return 2
+    if args.json:
+        versions = [version_values(v) for v in page.versions]
+        document = {"resource_id": args.resource, "thread_id": args.thread, "scope": scope}
+        document |= {"versions": versions, "next_before": page.next_before}
+        print(json.dumps(document, ensure_ascii=False, separators=(",", ":")), file=out)
+        return 0
+    what = f"resource {args.resource!r}" if args.thread is None else f"thread {args.thread!r} of {args.resource!r}"
+    print(f"working memory of {what}: {len(page.versions)} version(s), newest first", file=out)
+    for version in page.versions:
+        fields = version_values(version)
+        source = "" if version.source is None else "  source " + json.dumps(fields["source"], ensure_ascii=False)
+        print(f"v{version.version}  {fields['changed_at']}  {version.kind}{source}", file=out)
+        text = "(none)" if version.content is None else version.content
+        print("".join(f"    {line}\n" for line in text.splitlines() or [""]), end="", file=out)
+    if page.next_before is not None:
+        print(f"older versions: --before {page.next_before}", file=out)
+    return 0
 
 
 @contextmanager
@@ -296,6 +366,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             from workmem.conformance import table as compat_table
 
             return compat_table.run_cli(args)
+        if args.command == "history":
+            return _history(args, out, err)
         if args.command in ("copy", "export", "import"):
             from workmem.transfer import cli as transfer_cli
 

@@ -324,12 +324,12 @@ def test_an_import_without_the_header_writes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "no-header.jsonl"
     path.write_text(record_line(Resource("r", "wm", None, T0, T0)), encoding="utf-8")
     newer = tmp_path / "newer.jsonl"
-    newer.write_text('{"format":"workmem-export","version":2}\n', encoding="utf-8")
+    newer.write_text('{"format":"workmem-export","version":3}\n', encoding="utf-8")
     with fresh_url("libsql") as url:
         status, out, _ = run_cli("import", url, str(path))
         assert status == 1 and "line 1: bad line: the first line is not a workmem export header" in out
         status, out, _ = run_cli("import", url, str(newer))
-        assert status == 1 and "version 2: this workmem reads version 1" in out
+        assert status == 1 and "version 3: this workmem reads versions 1 and 2" in out
         with workmem.connect(url) as storage:
             assert list(storage.iter_resources()) == []
 

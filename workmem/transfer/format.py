@@ -1,8 +1,9 @@
-"""The workmem export format, version 1: JSON Lines (see ``docs/export-format.md``).
+"""The workmem export format, version 2: JSON Lines (see ``docs/export-format.md``).
 
-The first line is the header ``{"format":"workmem-export","version":1}``; every
+The first line is the header ``{"format":"workmem-export","version":2}``; every
 further line is one record, a JSON object whose first key ``kind`` is
-``"resource"`` or ``"thread"``. The text is canonical: fixed top-level key
+``"resource"``, ``"thread"`` or (since version 2) ``"version"``: one version of a
+working memory's history. A version-1 export (no ``"version"`` lines) still reads. The text is canonical: fixed top-level key
 order, object keys inside metadata sorted by code point, no whitespace
 (separators ``,`` and ``:``), non-ASCII characters as themselves (UTF-8),
 timestamps as ISO-8601 UTC with milliseconds (``2025-01-02T03:04:05.678Z``),
@@ -23,33 +24,41 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, Final
 
 from workmem.errors import ValidationError
+from workmem.history import MemoryVersion
 from workmem.records import Resource, Thread
 from workmem.timestamps import from_iso, to_iso
-from workmem.validation import MAX_ID_BYTES, MAX_SAFE_INT, MAX_TEXT_BYTES, MAX_TITLE_BYTES
+from workmem.validation import MAX_ID_BYTES, MAX_SAFE_INT, MAX_TEXT_BYTES, MAX_TITLE_BYTES, validate_text
 
 __all__ = [
     "FORMAT",
     "HEADER_LINE",
     "MAX_LINE_BYTES",
     "VERSION",
+    "READABLE_VERSIONS",
     "BadLine",
     "Record",
     "field_values",
     "parse_header",
+    "parse_line",
     "parse_record",
     "read_lines",
     "record_line",
+    "version_line",
+    "version_values",
 ]
 
 FORMAT: Final = "workmem-export"
-VERSION: Final = 1
+VERSION: Final = 2
+"""The version this workmem writes: 2 added the ``"version"`` lines of working memory's history."""
+READABLE_VERSIONS: Final = (1, 2)
 HEADER_LINE: Final = json.dumps({"format": FORMAT, "version": VERSION}, separators=(",", ":")) + "\n"
-"""The first line of every version-1 export, newline included."""
+"""The first line of every export this workmem writes, newline included."""
 
 Record = Resource | Thread
 
 RESOURCE_FIELDS: Final = ("kind", "id", "working_memory", "metadata", "created_at", "updated_at")
 THREAD_FIELDS: Final = ("kind", "id", "resource_id", "title", "metadata", "created_at", "updated_at")
+VERSION_FIELDS: Final = ("kind", "resource_id", "thread_id", "version", "change", "content", "changed_at", "source")
 
 _ESCAPED_BYTE: Final = 6
 """The longest JSON text of one byte of UTF-8 text: a control character, written ``\\u0001`` (canonically too)."""
@@ -109,6 +118,26 @@ def record_line(record: Record) -> str:
     return json.dumps(field_values(record), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
 
 
+def version_values(version: MemoryVersion) -> dict[str, Any]:
+    """A history version's fields in format order and canonical form (``kind`` ``"version"`` first; its own kind
+    of change is ``change``)."""
+    return {
+        "kind": "version",
+        "resource_id": version.resource_id,
+        "thread_id": version.thread_id,
+        "version": version.version,
+        "change": version.kind,
+        "content": version.content,
+        "changed_at": to_iso(version.changed_at),
+        "source": _canonical(version.source),
+    }
+
+
+def version_line(version: MemoryVersion) -> str:
+    """The canonical line of one version of a working memory's history, newline included."""
+    return json.dumps(version_values(version), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
@@ -164,8 +193,9 @@ def parse_header(raw: bytes) -> int:
     version = value.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise BadLine("the header's version is not an integer")
-    if version != VERSION:
-        raise BadLine(f"export format version {version}: this workmem reads version {VERSION}")
+    if version not in READABLE_VERSIONS:
+        readable = " and ".join(map(str, READABLE_VERSIONS))
+        raise BadLine(f"export format version {version}: this workmem reads versions {readable}")
     return version
 
 
@@ -181,14 +211,31 @@ def _timestamp(value: object, name: str) -> Any:
 
 
 def parse_record(raw: bytes) -> Record:
-    """The record on one line, fully validated (as constructing it would); :class:`BadLine` with the reason."""
+    """The record on one line, fully validated (as constructing it would); :class:`BadLine` with the reason.
+
+    A resource or a thread: a history line is refused here (:func:`parse_line` reads every kind).
+    """
+    record = parse_line(raw, version=1)
+    assert not isinstance(record, MemoryVersion)
+    return record
+
+
+_FIELDS: Final = {"resource": RESOURCE_FIELDS, "thread": THREAD_FIELDS, "version": VERSION_FIELDS}
+
+
+def parse_line(raw: bytes, *, version: int = VERSION) -> Record | MemoryVersion:
+    """The record or history version on one line of an export of format ``version``, fully validated.
+
+    :class:`BadLine` with the reason; a ``"version"`` line only from format 2 on.
+    """
     value = _loads(raw)
     if not isinstance(value, dict):
         raise BadLine("a record line must be a JSON object")
     kind = value.get("kind")
-    if kind not in ("resource", "thread"):
-        raise BadLine('"kind" must be "resource" or "thread"')
-    fields = RESOURCE_FIELDS if kind == "resource" else THREAD_FIELDS
+    kinds = ("resource", "thread") if version < 2 else ("resource", "thread", "version")
+    if kind not in kinds:
+        raise BadLine(f'"kind" must be {" or ".join(map(json.dumps, kinds))}')
+    fields = _FIELDS[str(kind)]
     missing = [name for name in fields if name not in value]
     if missing:
         raise BadLine(f"a {kind} needs the field(s) {', '.join(missing)}")
@@ -196,9 +243,17 @@ def parse_record(raw: bytes) -> Record:
     if unknown:
         raise BadLine(f"unknown field(s) for a {kind}: {', '.join(map(repr, unknown))}")
     arguments = {name: value[name] for name in fields if name != "kind"}  # the record's own keywords
-    for stamp in ("created_at", "updated_at"):
-        arguments[stamp] = _timestamp(value[stamp], stamp)
     try:
+        if kind == "version":
+            arguments["kind"] = arguments.pop("change")
+            arguments["changed_at"] = _timestamp(value["changed_at"], "changed_at")
+            if isinstance(arguments["version"], bool) or not isinstance(arguments["version"], int):
+                raise BadLine("version must be an integer")
+            if isinstance(arguments["content"], str):
+                validate_text(arguments["content"])
+            return MemoryVersion(**arguments)
+        for stamp in ("created_at", "updated_at"):
+            arguments[stamp] = _timestamp(value[stamp], stamp)
         return (Resource if kind == "resource" else Thread)(**arguments)
     except ValidationError as exc:
         raise BadLine(str(exc)) from None
