@@ -116,24 +116,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _whole(text: str, low: int, high: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, not {value}")
-    return value
-
-
 def _limit(text: str) -> int:
     from workmem.operations import MAX_PAGE_SIZE
+    from workmem.transfer.cli import whole_number
 
-    return _whole(text, 1, MAX_PAGE_SIZE)
+    return whole_number(text, 1, MAX_PAGE_SIZE)
 
 
 def _version(text: str) -> int:
-    return _whole(text, 1, 2**63 - 1)
+    from workmem.transfer.cli import whole_number
+
+    return whole_number(text, 1, 2**63 - 1)
 
 
 def _history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

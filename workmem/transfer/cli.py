@@ -37,19 +37,24 @@ from workmem.transfer.engine import DEFAULT_PAGE_SIZE, DESTINATION_NOTE, copy, e
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
 
-__all__ = ["configure_parsers", "run"]
+__all__ = ["configure_parsers", "run", "whole_number"]
 
 MAX_PAGE_SIZE = 10_000
 
 
-def _page_size(text: str) -> int:
+def whole_number(text: str, low: int, high: int) -> int:
+    """A command-line argument that must be a whole number from ``low`` to ``high``."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= MAX_PAGE_SIZE:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_PAGE_SIZE:,}, not {value}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be from {low:,} to {high:,}, not {value}")
     return value
+
+
+def _page_size(text: str) -> int:
+    return whole_number(text, 1, MAX_PAGE_SIZE)
 
 
 def _add_page_size(parser: argparse.ArgumentParser) -> None:
@@ -92,10 +97,15 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     _add_no_create(copy_parser)
     _add_page_size(copy_parser)
     export_parser = commands.add_parser(
-        "export", help="write every record to a JSON Lines file (docs/export-format.md)"
+        "export", help="write every record (or one user's) and its history to a JSON Lines file (docs/export-format.md)"
     )
     export_parser.add_argument("url", metavar="URL", help="the backend to read")
     export_parser.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: standard output)")
+    export_parser.add_argument(
+        "--resource",
+        metavar="ID",
+        help="one user only: that resource, the threads it owns and their history (default: every record)",
+    )
     _add_page_size(export_parser)
     import_parser = commands.add_parser("import", help="load a JSON Lines export into a backend, as copy would")
     import_parser.add_argument("url", metavar="URL", help="the backend to write (tables created if missing)")
@@ -258,7 +268,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[st
             human = err if args.output in (None, "-") else out
             with _output(args.output, out) as target:
                 report = export_records(
-                    args.url, target, page_size=args.page_size, progress=progress, on_issue=_printer(progress, human)
+                    args.url,
+                    target,
+                    resource_id=args.resource,
+                    page_size=args.page_size,
+                    progress=progress,
+                    on_issue=_printer(progress, human),
                 )
             return _finish("export", report, progress, human)
         assert args.command == "import"

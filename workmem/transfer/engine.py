@@ -38,6 +38,7 @@ from workmem import operations
 from workmem._drive import run_sync
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import WorkmemError
+from workmem.history import HistoryKey, MemoryVersion
 from workmem.hooks import StorageHooks
 from workmem.masking import forgets_locals, forgets_locals_async
 from workmem.records import RecordPage, Resource, Thread
@@ -49,12 +50,15 @@ from workmem.transfer.format import (
     Record,
     field_values,
     parse_header,
-    parse_record,
+    parse_line,
     read_lines,
     record_line,
+    version_line,
 )
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
+from workmem.transfer.versions import VersionBatch, copy_history, history_keys, user_records, versions_of
+from workmem.validation import validate_id
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -374,6 +378,7 @@ async def _copy(
     writer = Writer(target, report, overwrite=overwrite, page_size=page_size)
     for kind in KINDS:
         await _copy_kind(source, writer, kind, page_size, runner, progress)
+    await copy_history(source, target, report, page_size)
     if progress is not None:
         progress.finish()
     if verify:
@@ -411,7 +416,9 @@ def copy(
     ``page_size`` records (1 to 10,000) are read and written at a time.
     ``progress`` shows the run; ``on_issue`` is called with each problem as it
     is found. :attr:`TransferReport.ok` is false on any conflict, unreadable
-    record or difference.
+    record or difference. When ``src`` keeps working memory's history, its
+    versions follow the records (:mod:`workmem.transfer.versions`): inserted
+    where ``dst`` keeps history too, counted ``dropped`` where it keeps none.
     """
     report = TransferReport(on_issue=on_issue)
     with (
@@ -475,38 +482,79 @@ def export_records(
     src: StorageLike,
     out: BinaryIO,
     *,
+    resource_id: str | None = None,
     page_size: int = DEFAULT_PAGE_SIZE,
     progress: Progress | None = None,
     on_issue: Callable[[Issue], None] | None = None,
 ) -> TransferReport:
-    """Write every record of ``src`` to ``out`` in the export format (header, resources, threads; by id)."""
+    """Write every record of ``src`` to ``out`` in the export format (header, resources, threads; by id).
+
+    Then, when ``src`` keeps working memory's history, the versions of each record's working memory
+    (each resource's, then each thread's, by id; oldest first). ``resource_id``: one user only: that
+    resource, the threads it owns and their history (what a user asking to see their data is given).
+    """
+    if resource_id is not None:
+        validate_id(resource_id, "resource id")
     report = TransferReport(on_issue=on_issue)
     with opened(src, create=False) as source:
-        run_sync(_export(source, out, report, page_size=page_size, progress=progress))
+        run_sync(_export(source, out, report, page_size=page_size, progress=progress, resource_id=resource_id))
     return report
 
 
 async def _export(
-    source: StorageHooks, out: BinaryIO, report: TransferReport, *, page_size: int, progress: Progress | None
+    source: StorageHooks,
+    out: BinaryIO,
+    report: TransferReport,
+    *,
+    page_size: int,
+    progress: Progress | None,
+    resource_id: str | None = None,
 ) -> None:
-    total = await count_all(source, progress)
+    total = await count_all(source, progress) if resource_id is None else None
     if progress is not None:
         progress.start("export", total)
     out.write(HEADER_LINE.encode("utf-8"))
-    for kind in KINDS:
-        after: str | None = None
-        while True:
-            current = await page(source, kind, after, page_size)
-            _unreadable(report, kind, current.unreadable, "the source")
-            out.write("".join(record_line(record) for record in current.records).encode("utf-8"))
-            report.count(kind, "exported", len(current.records))
-            if progress is not None:
-                progress.advance(len(current.records) + len(current.unreadable))
-            if current.next_after is None:
-                break
-            after = current.next_after
+    if resource_id is None:
+        for kind in KINDS:
+            await _export_kind(source, out, report, kind, page_size, progress)
+        keys: AsyncIterator[HistoryKey] = history_keys(source, page_size)
+    else:
+        resource, threads = await user_records(source, resource_id, report)
+        records: list[Record] = [resource, *threads] if resource is not None else list(threads)
+        out.write("".join(record_line(record) for record in records).encode("utf-8"))
+        report.count("resource", "exported", len(records) - len(threads))
+        report.count("thread", "exported", len(threads))
+        if progress is not None:
+            progress.advance(len(records))
+        keys = _listed([HistoryKey(resource_id), *(HistoryKey(t.resource_id, t.id) for t in threads)])
+    if source.capabilities.history:
+        async for key in keys:
+            versions = await versions_of(source, key)
+            out.write("".join(version_line(version) for version in versions).encode("utf-8"))
+            report.count("version", "exported", len(versions))
     if progress is not None:
         progress.finish()
+
+
+async def _listed(keys: list[HistoryKey]) -> AsyncIterator[HistoryKey]:
+    for key in keys:
+        yield key
+
+
+async def _export_kind(
+    source: StorageHooks, out: BinaryIO, report: TransferReport, kind: Kind, page_size: int, progress: Progress | None
+) -> None:
+    after: str | None = None
+    while True:
+        current = await page(source, kind, after, page_size)
+        _unreadable(report, kind, current.unreadable, "the source")
+        out.write("".join(record_line(record) for record in current.records).encode("utf-8"))
+        report.count(kind, "exported", len(current.records))
+        if progress is not None:
+            progress.advance(len(current.records) + len(current.unreadable))
+        if current.next_after is None:
+            return
+        after = current.next_after
 
 
 class _Batch:
@@ -551,13 +599,22 @@ def import_records(
             raise BadLine("the file is empty (an export starts with its header line)")
         if isinstance(first[1], BadLine):
             raise first[1]
-        parse_header(first[1])
+        version = parse_header(first[1])
     except BadLine as exc:
         report.add(Issue("bad line", None, None, str(exc), 1))
         return report
     with opened(dst, create=create, note=DESTINATION_NOTE) as target:
         run_sync(
-            _import(target, numbered, report, overwrite=overwrite, page_size=page_size, progress=progress, total=total)
+            _import(
+                target,
+                numbered,
+                report,
+                overwrite=overwrite,
+                page_size=page_size,
+                progress=progress,
+                total=total,
+                version=version,
+            )
         )
     return report
 
@@ -571,9 +628,14 @@ async def _import(
     page_size: int,
     progress: Progress | None,
     total: int | None,
+    version: int,
 ) -> None:
-    """The lines after the header, parsed one by one and written in batches of one kind with distinct ids."""
+    """The lines after the header, parsed one by one and written in batches of one kind with distinct ids.
+
+    History versions (format 2) are written as given, in batches of their own (:class:`VersionBatch`).
+    """
     writer = Writer(target, report, overwrite=overwrite, page_size=page_size)
+    versions = VersionBatch(target, report, page_size)
     highest: dict[Kind, str] = {}
     batch = _Batch()
 
@@ -597,9 +659,14 @@ async def _import(
         try:
             if isinstance(raw, BadLine):
                 raise raw
-            record = parse_record(raw)
+            record = parse_line(raw, version=version)
         except BadLine as exc:
             report.add(Issue("bad line", None, None, str(exc), number))
+            if progress is not None:
+                progress.advance(1)
+            continue
+        if isinstance(record, MemoryVersion):
+            await versions.add([record])
             if progress is not None:
                 progress.advance(1)
             continue
@@ -611,5 +678,6 @@ async def _import(
         batch.lines.append(number)
         batch.ids.add(record.id)
     await flush()
+    await versions.flush()
     if progress is not None:
         progress.finish()

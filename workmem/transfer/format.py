@@ -3,8 +3,8 @@
 The first line is the header ``{"format":"workmem-export","version":2}``; every
 further line is one record, a JSON object whose first key ``kind`` is
 ``"resource"``, ``"thread"`` or (since version 2) ``"version"``: one version of a
-working memory's history. A version-1 export (no ``"version"`` lines) still reads. The text is canonical: fixed top-level key
-order, object keys inside metadata sorted by code point, no whitespace
+working memory's history. A version-1 export (no ``"version"`` lines) still reads.
+The text is canonical: fixed top-level key order, object keys inside metadata sorted by code point, no whitespace
 (separators ``,`` and ``:``), non-ASCII characters as themselves (UTF-8),
 timestamps as ISO-8601 UTC with milliseconds (``2025-01-02T03:04:05.678Z``),
 a float with an integral value (within +/- (2**53 - 1)) written as the integer.
@@ -33,8 +33,8 @@ __all__ = [
     "FORMAT",
     "HEADER_LINE",
     "MAX_LINE_BYTES",
-    "VERSION",
     "READABLE_VERSIONS",
+    "VERSION",
     "BadLine",
     "Record",
     "field_values",

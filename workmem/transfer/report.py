@@ -10,7 +10,8 @@ from typing import Any, ClassVar, Final, Literal, overload
 __all__ = ["MAX_KEPT_ISSUES", "Issue", "IssueKind", "Outcome", "TransferReport"]
 
 IssueKind = Literal["conflict", "unreadable", "difference", "bad line"]
-Outcome = Literal["inserted", "skipped", "replaced", "conflict", "unreadable", "exported", "verified"]
+Outcome = Literal["inserted", "skipped", "replaced", "conflict", "unreadable", "exported", "verified", "dropped"]
+"""What became of a record; ``dropped``: a history version the destination could not keep (it keeps no history)."""
 
 OUTCOMES: Final[tuple[Outcome, ...]] = (
     "inserted",
@@ -20,6 +21,7 @@ OUTCOMES: Final[tuple[Outcome, ...]] = (
     "unreadable",
     "exported",
     "verified",
+    "dropped",
 )
 
 MAX_KEPT_ISSUES: Final = 1000
@@ -67,7 +69,8 @@ class TransferReport:
     """The counts of one run, per record kind and outcome, and its issues (the first :data:`MAX_KEPT_ISSUES`)."""
 
     counts: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """``(record kind, outcome) -> how many``; outcomes as in :data:`Outcome`."""
+    """``(record kind, outcome) -> how many``; outcomes as in :data:`Outcome`; record kinds ``resource``, ``thread``
+    and ``version`` (of working memory's history)."""
     issues: list[Issue] = field(default_factory=list)
     issue_counts: Counter[str] = field(default_factory=Counter)
     """``issue kind -> how many`` (all of them, kept or not)."""
@@ -101,7 +104,7 @@ class TransferReport:
     def summary(self) -> str:
         """Lines such as ``resources: 10 inserted, 2 skipped`` and the issue totals."""
         lines = []
-        for record in ("resource", "thread"):
+        for record in ("resource", "thread", "version"):
             parts = [
                 f"{self.counts[record, outcome]:,} {outcome}" for outcome in OUTCOMES if self.counts[record, outcome]
             ]

@@ -1,0 +1,184 @@
+"""History on the move (issue 31): export format 2's version lines, one user's export, copy and import carrying it.
+
+The reference adapter (``memory://NAME``, shared by name in the process) keeps history; a libSQL file does not
+(yet), so it stands for a side without history.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+import workmem
+from workmem import MemoryStorage, Thread
+from workmem.cli import main
+from workmem.history import HistoryKey, MemoryVersion
+from workmem.timestamps import utc_now
+from workmem.transfer import copy, export_records, import_records
+from workmem.transfer.format import BadLine, parse_line, version_line
+
+USER = "u1"
+
+
+def named() -> str:
+    return f"memory://transfer-history-{uuid.uuid4().hex}"
+
+
+def filled(url: str) -> MemoryStorage:
+    """Two users with history in both scopes, and a look-alike id (``u10``) that a per-user export leaves out."""
+    storage = workmem.connect(url, history=True)
+    storage.set_working_memory("# u1", scope="resource", resource_id=USER, source={"agent": "a", "n": [1, 2]})
+    storage.merge_working_memory({"city": "Lyon"}, scope="resource", resource_id="u2")
+    storage.update_resource("u10", working_memory="# u10")
+    for tid, owner in (("t2", USER), ("t1", USER), ("t3", "u2"), ("t4", "u10")):
+        storage.create_thread(Thread(tid, owner, f"{tid} of {owner}"))
+        storage.set_working_memory('{"a":1}', scope="thread", resource_id=owner, thread_id=tid)
+        storage.merge_working_memory({"b": 2}, scope="thread", resource_id=owner, thread_id=tid)
+    storage.restore_working_memory(1, scope="thread", resource_id=USER, thread_id="t1", source={"agent": "undo"})
+    return storage
+
+
+def exported(storage: MemoryStorage, resource_id: str | None = None) -> list[dict[str, object]]:
+    out = io.BytesIO()
+    report = export_records(storage, out, resource_id=resource_id)
+    assert report.ok, report.issues
+    return [json.loads(line) for line in out.getvalue().decode("utf-8").splitlines()]
+
+
+def history(storage: MemoryStorage, key: HistoryKey) -> list[MemoryVersion]:
+    scope = "resource" if key.thread_id is None else "thread"
+    return list(
+        storage.working_memory_history(scope=scope, resource_id=key.resource_id, thread_id=key.thread_id).versions
+    )
+
+
+KEYS = [HistoryKey(USER), HistoryKey("u2"), HistoryKey("u10"), *(HistoryKey(o, t) for t, o in [("t1", USER)])]
+
+
+def test_one_users_export_holds_its_records_and_history_and_nothing_else() -> None:
+    with filled(named()) as storage:
+        lines = exported(storage, USER)
+    assert lines[0] == {"format": "workmem-export", "version": 2}
+    kinds = [(line["kind"], line.get("id"), line.get("thread_id")) for line in lines[1:]]
+    assert kinds == [
+        ("resource", USER, None),
+        ("thread", "t1", None),
+        ("thread", "t2", None),
+        ("version", None, None),
+        ("version", None, "t1"),
+        ("version", None, "t1"),
+        ("version", None, "t1"),
+        ("version", None, "t2"),
+        ("version", None, "t2"),
+    ]
+    versions = [line for line in lines if line.get("kind") == "version"]
+    assert {line["resource_id"] for line in versions} == {USER}
+    first = versions[0]
+    assert first == {
+        "kind": "version",
+        "resource_id": USER,
+        "thread_id": None,
+        "version": 1,
+        "change": "set",
+        "content": "# u1",
+        "changed_at": first["changed_at"],
+        "source": {"agent": "a", "n": [1, 2]},
+    }
+    restored = versions[3]
+    assert (restored["version"], restored["change"]) == (3, "restore")
+    assert restored["source"] == {"agent": "undo", "restoredFrom": 1}
+
+
+def test_a_whole_export_round_trips_with_history_and_reimports_as_skipped() -> None:
+    with filled(named()) as source, workmem.connect(named()) as target:
+        out = io.BytesIO()
+        export_records(source, out)
+        lines = out.getvalue().splitlines(keepends=True)
+        assert sum(b'"kind":"version"' in line for line in lines) == 3 + 4 * 2 + 1  # resources', threads', a restore
+        report = import_records(target, io.BytesIO(out.getvalue()))
+        assert report.ok and report.counts["version", "inserted"] == 12
+        for key in [*KEYS, HistoryKey("u2", "t3"), HistoryKey("u10", "t4"), HistoryKey(USER, "t2")]:
+            assert history(target, key) == history(source, key), key
+        again = import_records(target, io.BytesIO(out.getvalue()))
+        assert again.ok and again.counts["version", "skipped"] == 12 and again.counts["version", "inserted"] == 0
+        reexported = io.BytesIO()
+        export_records(target, reexported)
+        assert reexported.getvalue() == out.getvalue()  # byte-identical, history included
+
+
+def test_copy_carries_history_where_both_sides_keep_it_and_counts_it_dropped_elsewhere(tmp_path: Path) -> None:
+    with filled(named()) as source, workmem.connect(named()) as target:
+        report = copy(source, target)
+        assert report.ok and report.counts["version", "inserted"] == 12
+        assert history(target, HistoryKey(USER, "t1")) == history(source, HistoryKey(USER, "t1"))
+        plain = f"file:{tmp_path / 'plain.db'}"
+        report = copy(source, plain)
+        assert report.ok and report.counts["version", "dropped"] == 12, report.summary()
+        assert "versions: 12 dropped" in report.summary()
+        back = copy(plain, target)  # a source without history gives none
+        assert back.ok and not back.counts["version", "inserted"] and back.counts["resource", "skipped"] == 3
+
+
+def test_an_import_into_a_store_without_history_keeps_the_records_and_drops_the_versions(tmp_path: Path) -> None:
+    with filled(named()) as source:
+        out = io.BytesIO()
+        export_records(source, out, resource_id=USER)
+    plain = f"file:{tmp_path / 'plain.db'}"
+    report = import_records(plain, io.BytesIO(out.getvalue()))
+    assert report.ok and report.counts["version", "dropped"] == 6 and report.counts["thread", "inserted"] == 2
+    with workmem.connect(plain) as storage:
+        assert storage.get_working_memory(scope="resource", resource_id=USER) == "# u1"
+        lines = exported(storage)
+    assert not [line for line in lines if line.get("kind") == "version"]  # no history: no version line
+
+
+def test_version_1_exports_still_import_and_a_version_line_needs_version_2() -> None:
+    v1 = b'{"format":"workmem-export","version":1}\n'
+    record = b'{"kind":"resource","id":"r","working_memory":"x","metadata":null,'
+    record += b'"created_at":"2025-01-02T03:04:05.678Z","updated_at":"2025-01-02T03:04:05.678Z"}\n'
+    version = version_line(MemoryVersion("r", None, 1, "x", utc_now(), "set")).encode()
+    with workmem.connect(named()) as target:
+        report = import_records(target, io.BytesIO(v1 + record + version))
+        assert report.counts["resource", "inserted"] == 1 and report.bad_lines == 1
+        assert report.issues[0].line == 3 and '"kind" must be "resource" or "thread"' in report.issues[0].detail
+        assert history(target, HistoryKey("r")) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"change": "rewrite"}, "kind must be one of"),
+        ({"version": 0}, "version must be an int from 1"),
+        ({"version": True}, "version must be an integer"),
+        ({"source": [1]}, "source must be a JSON object"),
+        ({"content": "a\u0000b"}, "NUL"),
+        ({"changed_at": "2025-01-02T03:04:05"}, "changed_at"),
+        ({"extra": 1}, "unknown field(s) for a version: 'extra'"),
+    ],
+)
+def test_a_bad_version_line_is_refused_with_the_reason(change: dict[str, object], reason: str) -> None:
+    original = MemoryVersion("r", "t", 2, "x", utc_now(), "merge", {"a": 1})
+    good = json.loads(version_line(original))
+    assert parse_line(json.dumps(good).encode()) == original  # the line as written reads back
+    with pytest.raises(BadLine) as refused:
+        parse_line(json.dumps({**good, **change}).encode())
+    assert reason.lower() in str(refused.value).lower(), str(refused.value)
+
+
+def test_the_cli_exports_one_user(tmp_path: Path) -> None:
+    url = named()
+    with filled(url):
+        target = tmp_path / "u1.jsonl"
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["export", url, "--resource", USER, "-o", str(target)], out=out, err=err) == 0
+        lines = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+        assert {line.get("id") for line in lines if line.get("kind") in ("resource", "thread")} == {USER, "t1", "t2"}
+        assert "versions: 6 exported" in out.getvalue()
+        assert main(["export", url, "--resource", "nobody"], out=(nobody := io.StringIO()), err=err) == 0
+        assert nobody.getvalue() == '{"format":"workmem-export","version":2}\n'
+        assert main(["export", url, "--resource", ""], out=io.StringIO(), err=(bad := io.StringIO())) == 2
+        assert "resource id must not be empty" in bad.getvalue()

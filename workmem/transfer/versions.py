@@ -1,0 +1,96 @@
+"""Working memory's history on the move: read from a source, written to a destination, one user picked out.
+
+A store that keeps history (``capabilities.history``) has the versions of each working
+memory under its record: a resource's under the resource, a thread's under the thread
+(and its owner). A copy or an export reads them record by record, after the records;
+an import or a copy writes them as given (:meth:`~workmem.hooks.StorageHooks._insert_versions`:
+a version whose working memory already has that number is left alone and counted
+``skipped``). A destination without history keeps none of them: they are counted
+``dropped``. Nothing here invents a version: a record whose source kept no history
+arrives without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Final
+
+from workmem import operations
+from workmem.history import HistoryKey, MemoryVersion
+from workmem.hooks import StorageHooks
+from workmem.records import Resource, Thread
+from workmem.transfer.report import Issue, TransferReport
+
+__all__ = ["HISTORY_PAGE", "VersionBatch", "history_keys", "user_records", "versions_of"]
+
+HISTORY_PAGE: Final = 10_000
+"""Versions read at a time from one working memory's history."""
+
+
+async def versions_of(source: StorageHooks, key: HistoryKey) -> list[MemoryVersion]:
+    """Every version of ``key``'s working memory in ``source``, oldest first."""
+    newest_first: list[MemoryVersion] = []
+    before: int | None = None
+    while True:
+        page = await source._history(key, HISTORY_PAGE, before)
+        newest_first.extend(page)
+        if len(page) < HISTORY_PAGE or page[-1].version <= 1:
+            return newest_first[::-1]
+        before = page[-1].version
+
+
+async def history_keys(source: StorageHooks, page_size: int) -> AsyncIterator[HistoryKey]:
+    """The working memory of every record of ``source``: each resource's (by id), then each thread's (by id)."""
+    async for resource in operations.iter_resources(source, page_size):
+        yield HistoryKey(resource.id)
+    async for thread in operations.iter_threads(source, page_size):
+        yield HistoryKey(thread.resource_id, thread.id)
+
+
+async def user_records(
+    source: StorageHooks, resource_id: str, report: TransferReport
+) -> tuple[Resource | None, list[Thread]]:
+    """One user's resource record (if any) and the threads it owns, by id; an unreadable thread is reported."""
+    resource = await operations.get_resource(source, resource_id)
+    listing = await operations.list_threads(source, resource_id, 0, None, "created_at", "asc")
+    for thread_id in listing.unreadable:
+        report.count("thread", "unreadable")
+        report.add(Issue("unreadable", "thread", thread_id, "the source holds it in a form workmem cannot read"))
+    return resource, sorted(listing.threads, key=lambda t: t.id)
+
+
+class VersionBatch:
+    """Versions on their way into ``target``, written ``page_size`` at a time (or counted dropped without history)."""
+
+    def __init__(self, target: StorageHooks, report: TransferReport, page_size: int) -> None:
+        self.target = target
+        self.report = report
+        self.page_size = page_size
+        self.pending: list[MemoryVersion] = []
+        self.keeps = target.capabilities.history
+
+    async def add(self, versions: Sequence[MemoryVersion]) -> None:
+        self.pending.extend(versions)
+        if len(self.pending) >= self.page_size:
+            await self.flush()
+
+    async def flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if not batch:
+            return
+        if not self.keeps:
+            self.report.count("version", "dropped", len(batch))
+            return
+        added = await self.target._insert_versions(batch)
+        self.report.count("version", "inserted", added)
+        self.report.count("version", "skipped", len(batch) - added)
+
+
+async def copy_history(source: StorageHooks, target: StorageHooks, report: TransferReport, page_size: int) -> None:
+    """The versions of every record's working memory in ``source``, written to ``target`` (none without history)."""
+    if not source.capabilities.history:
+        return
+    batch = VersionBatch(target, report, page_size)
+    async for key in history_keys(source, page_size):
+        await batch.add(await versions_of(source, key))
+    await batch.flush()
