@@ -182,3 +182,30 @@ def test_the_cli_exports_one_user(tmp_path: Path) -> None:
         assert nobody.getvalue() == '{"format":"workmem-export","version":2}\n'
         assert main(["export", url, "--resource", ""], out=io.StringIO(), err=(bad := io.StringIO())) == 2
         assert "resource id must not be empty" in bad.getvalue()
+
+
+def test_copy_async_carries_history_too() -> None:
+    import asyncio
+
+    from workmem.transfer import copy_async
+
+    url, target_url = named(), named()
+
+    async def run() -> None:
+        async with await workmem.connect_async(url) as source, await workmem.connect_async(target_url) as target:
+            report = await copy_async(source, target)
+            assert report.ok and report.counts["version", "inserted"] == 12
+
+    with filled(url) as source:
+        asyncio.run(run())
+        with workmem.connect(target_url) as target:
+            for key in [*KEYS, HistoryKey(USER, "t2")]:
+                assert history(target, key) == history(source, key), key
+
+
+def test_the_documented_version_line_is_a_canonical_line() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "export-format.md").read_text(encoding="utf-8")
+    line = next(row for row in doc.splitlines() if row.startswith('{"kind":"version"'))
+    parsed = parse_line(line.encode())
+    assert isinstance(parsed, MemoryVersion) and parsed.kind == "merge" and parsed.thread_id == "thread-1"
+    assert version_line(parsed) == line + "\n"
