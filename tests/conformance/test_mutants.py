@@ -848,16 +848,9 @@ class NoRetention(ReferenceHooks):
 class RacyNumbering(ReferenceHooks):
     """Merges atomically, then numbers the version outside the lock: reads the newest, writes one above it."""
 
-    async def _merge_working_memory(
-        self,
-        target: ScopeTarget,
-        patch: dict[str, Any],
-        now: datetime,
-        *,
-        max_chars: int | None = None,
-        record: Recording | None = None,
-    ) -> dict[str, Any]:
-        merged = await super()._merge_working_memory(target, patch, now, max_chars=max_chars)
+    async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
+        merged = await super()._merge_working_memory(target, dataclasses.replace(change, record=None))
+        record, now = change.record, change.now
         if record is not None:
             thread = None if target.thread_id is None else self._store.threads.get(target.thread_id)
             key = (
