@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from workmem import operations
 from workmem._drive import run_sync
 from workmem.errors import StorageClosedError
-from workmem.history import ErasedResource, HistoryPage
+from workmem.history import ErasedResource, HistoryPage, HistoryPolicy
 from workmem.hooks import Capabilities, ForwardingHooks, StorageHooks
 from workmem.records import UNSET, Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage, Unset
 from workmem.storage import MemoryStorage, renamed
@@ -247,12 +247,20 @@ class ThreadedAsyncStorage(ForwardingHooks, AsyncMemoryStorage):
         self.storage = storage
         """The sync adapter doing the I/O."""
         self.capabilities = storage.capabilities  # type: ignore[misc]
-        self.history = storage.history
         workers = max_workers or getattr(storage, "pool_size", None) or _default_workers()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="workmem")
         self._closed = False
 
     capabilities: ClassVar[Capabilities]
+
+    @property
+    def history(self) -> HistoryPolicy | None:
+        """The sync adapter's own: its hooks record the versions (and delete a thread's with the thread)."""
+        return self.storage.history
+
+    @history.setter
+    def history(self, policy: HistoryPolicy | None) -> None:
+        self.storage.history = policy
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:

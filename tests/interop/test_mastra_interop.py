@@ -40,6 +40,8 @@ from workmem import Memory, Resource, Thread
 
 pytestmark = pytest.mark.backend("mastra")
 
+HISTORY_BACKENDS = ("libsql", "sqld", "postgres", "postgres-text-metadata", "oracle")
+"""The targets whose adapters record working memory's history (the SQL ones)."""
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 T1 = datetime(2025, 1, 3, 0, 0, 0, 1000, tzinfo=UTC)
 T2 = datetime(2025, 2, 1, 10, 0, 0, tzinfo=UTC)
@@ -478,7 +480,8 @@ def test_mastra_writes_workmem_reads_exactly(target: Target, ids: Ids) -> None:
 def test_workmem_writes_mastra_reads_exactly(target: Target, ids: Ids) -> None:
     sam, kim = ids("sam"), ids("kim")
     a, b, c, d = ids("a"), ids("b"), ids("c"), ids("d")
-    with workmem.connect(target.url) as storage:
+    history = target.backend in HISTORY_BACKENDS  # versions recorded beside Mastra's rows: Mastra reads the same
+    with workmem.connect(target.url, history=history) as storage:
         storage.save_resource(Resource(sam, "# User\n- Name: Sam", {"plan": "free", "x": [1, {"y": None}]}, T0, T1))
         storage.save_thread(Thread(a, sam, "Trip", {"origin": "py", "n": -0.5}, T0, T0))
         storage.save_thread(Thread(b, sam, "", None, T1, T1))
@@ -498,6 +501,10 @@ def test_workmem_writes_mastra_reads_exactly(target: Target, ids: Ids) -> None:
         thread_schema = workmem_memory(storage, THREAD_SCHEMA)
         thread_schema.merge_working_memory({"city": "Seoul"}, thread_id=c)
         thread_schema.merge_working_memory({"name": "C", "city": None}, thread_id=c)
+        if history:
+            versions = storage.working_memory_history(scope="resource", resource_id=kim).versions
+            kim_memory = storage.get_working_memory(scope="resource", resource_id=kim)
+            assert [v.kind for v in versions] == ["merge", "merge", "set", "set"] and versions[0].content == kim_memory
         resources = [storage.get_resource(sam), storage.get_resource(kim)]
         threads = [storage.get_thread(t) for t in (a, b, c, d)]
         listed = storage.list_threads(sam)

@@ -449,8 +449,13 @@ def test_reads_and_extends_a_database_written_by_mastra(tmp_path: Path) -> None:
     pristine = shutil.copyfile(FIXTURE, tmp_path / "pristine.db")  # opening a WAL file writes beside it
     fixture_tables = dict(raw(pristine).execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
     mastra_tables = {name: sql for name, sql in tables.items() if not name.startswith("workmem_")}
-    assert mastra_tables == fixture_tables  # Mastra's tables untouched; workmem adds two indexes and its counts
-    assert set(tables) - set(mastra_tables) == {"workmem_thread_counts", "workmem_thread_replaced"}
+    # Mastra's tables untouched; workmem adds two indexes, its counts, its history
+    assert mastra_tables == fixture_tables
+    assert set(tables) - set(mastra_tables) == {
+        "workmem_thread_counts",
+        "workmem_thread_replaced",
+        "workmem_memory_history",
+    }
     # the counts were filled from the threads Mastra had written, when the database was first opened
     assert dict(conn.execute('SELECT "resourceId", n FROM workmem_thread_counts').fetchall()) == {"user-1": 3}
 

@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 from workmem.adapters.sql.dialect import (
     COUNTS,
+    HISTORY,
     PLACEHOLDER,
     RESOURCES,
     THREADS,
@@ -146,6 +147,10 @@ _TABLES = (
     # Not in Mastra's schema: listing a resource's threads is an index range scan, in order.
     f'CREATE INDEX IF NOT EXISTS workmem_threads_resourceid_createdat_idx ON {THREADS} ("resourceId", "createdAt", id)',
     f'CREATE INDEX IF NOT EXISTS workmem_threads_resourceid_updatedat_idx ON {THREADS} ("resourceId", "updatedAt", id)',
+    # workmem's history of working memory (connect(url, history=...)), beside Mastra's tables.
+    f"CREATE TABLE IF NOT EXISTS {HISTORY} (resource_id TEXT NOT NULL, scope TEXT NOT NULL, memory_id TEXT NOT NULL, "
+    "version INTEGER NOT NULL, content TEXT, changed_at TEXT NOT NULL, kind TEXT NOT NULL, source TEXT, "
+    "PRIMARY KEY (resource_id, scope, memory_id, version))",
 )
 
 

@@ -127,7 +127,9 @@ _FOREIGN_CHECK_INTERVAL = 10.0
 class LibSQLStorage(SqlHooks, MemoryStorage):
     """Working memory in a libSQL/SQLite database file (or a remote libSQL server)."""
 
-    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cross_process_atomic=True, persistent=True, history=True, erase=True
+    )
     async_adapter: ClassVar[str | None] = "workmem.adapters.libsql.aio:AsyncLibSQLStorage"
     dialect: SQLiteDialect
 
@@ -554,8 +556,10 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
             isinstance(working_memory, Unset)
             or not (metadata is None or isinstance(metadata, Unset))
             or (change.max_chars is not None and working_memory is not None)
+            or change.record is not None
         ):
-            # A metadata merge (or a mere touch), or a size limit to check: read, decide, write in one transaction.
+            # A metadata merge (or a mere touch), a size limit to check, or a version to record: read, decide,
+            # write in one transaction.
             return await super()._update_resource(resource_id, change)
         # Working memory replaced, nothing merged: one upsert, atomic by itself, returning the row (as on PostgreSQL).
         statement = self.dialect.store_working_memory(resource_id, working_memory, change.now, returning=True)

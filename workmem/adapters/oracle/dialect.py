@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Final
 
-from workmem.adapters.sql.dialect import RESOURCES, THREADS, Dialect, Statement, placeholder_names
+from workmem.adapters.sql.dialect import HISTORY, RESOURCES, THREADS, Dialect, Statement, placeholder_names
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
@@ -44,6 +44,7 @@ from workmem.errors import (
     ValidationError,
     WorkmemError,
 )
+from workmem.history import MemoryVersion
 from workmem.hooks import ListQuery
 from workmem.records import Resource, Thread
 from workmem.timestamps import to_iso
@@ -78,7 +79,7 @@ ESCAPED_PREFIX: Final = "__MASTRA_ORACLE_ESCAPED__"
 """What Mastra puts before a real value that starts with either marker."""
 TIMESTAMP_FORMAT: Final = "YYYY-MM-DD HH24:MI:SS.FF3 TZH:TZM"
 """The ``TO_TIMESTAMP_TZ`` format of the timestamp text :meth:`OracleDialect.time_value` binds."""
-CLOB_PARAMS: Final = frozenset({"working_memory", "metadata"})
+CLOB_PARAMS: Final = frozenset({"working_memory", "metadata", "source"})
 """Parameters bound as CLOB: past 32 KiB a string bind is a LONG, which ``SELECT … FROM dual`` refuses (ORA-01461)."""
 READ_ONLY: Final = "SET TRANSACTION READ ONLY"
 """Opens a transaction whose queries all read one snapshot."""
@@ -159,6 +160,7 @@ class OracleDialect(Dialect):
         """``metadata`` is the ``JSON`` type (21c+), not ``CLOB CHECK (metadata IS JSON)``."""
         self.resources = f"{self.table_prefix}{RESOURCES}".upper()
         self.threads = f"{self.table_prefix}{THREADS}".upper()
+        self.history = f"{self.table_prefix}{HISTORY}".upper()
         self.index = f"{self.table_prefix}MASTRA_THREADS_RESOURCE_CREATED_IDX_IDX"
         """Named as Mastra names it, so whichever side comes second sees ORA-00955."""
 
@@ -184,6 +186,14 @@ class OracleDialect(Dialect):
     def time_assignments(self, column: str, name: str) -> list[tuple[str, str]]:
         return [(f'"{column}"', f"TO_TIMESTAMP_TZ(:{name}, '{TIMESTAMP_FORMAT}')")]
 
+    def time_param(self, name: str) -> str:
+        return self._ts(name)
+
+    def version_columns(self) -> str:
+        # content is working memory: '' is stored as Mastra's sentinel (the parameter is working_memory), and
+        # named "workingMemory" here so that decode_row decodes it back.
+        return 'version, content AS "workingMemory", SYS_EXTRACT_UTC(changed_at), kind, source'
+
     def page_clause(self, query: ListQuery) -> str:
         return "" if query.per_page is None else " OFFSET :offset ROWS FETCH NEXT :limit ROWS ONLY"
 
@@ -203,6 +213,11 @@ class OracleDialect(Dialect):
             f'CREATE TABLE {self.threads} (id VARCHAR2(512) PRIMARY KEY, "resourceId" VARCHAR2(512) NOT NULL, '
             f"title VARCHAR2(1024), metadata {metadata}, {stamps})",
             f'CREATE INDEX {self.index} ON {self.threads} ("resourceId", "createdAt")',
+            # workmem's history of working memory (connect(url, history=...)), beside Mastra's tables
+            f"CREATE TABLE {self.history} (resource_id VARCHAR2(512) NOT NULL, scope VARCHAR2(8) NOT NULL, "
+            "memory_id VARCHAR2(512) NOT NULL, version NUMBER(10) NOT NULL, content CLOB, "
+            "changed_at TIMESTAMP WITH TIME ZONE NOT NULL, kind VARCHAR2(16) NOT NULL, source CLOB, "
+            "PRIMARY KEY (resource_id, scope, memory_id, version))",
         ]
 
     def metadata_types(self) -> Statement:
@@ -215,7 +230,11 @@ class OracleDialect(Dialect):
 
     def drop_tables(self) -> list[str]:
         """For tests that made prefixed tables (the index goes with its table)."""
-        return [f"DROP TABLE {self.threads} PURGE", f"DROP TABLE {self.resources} PURGE"]
+        return [
+            f"DROP TABLE {self.history} PURGE",
+            f"DROP TABLE {self.threads} PURGE",
+            f"DROP TABLE {self.resources} PURGE",
+        ]
 
     # writes
 
@@ -262,6 +281,23 @@ class OracleDialect(Dialect):
             "VALUES (s.id, s.wm, s.md, s.ca, s.ua)"
         )
         return Statement(sql, {**self._params(resource), "working_memory": resource.working_memory})
+
+    def create_version(self, version: MemoryVersion) -> Statement:
+        """Insert the version unless its (key, number) is present; row count 1: inserted, 0: present (a ``MERGE``).
+
+        Run with ``executemany`` over a batch (array DML), as :meth:`create_resource`.
+        """
+        sql = (
+            f"MERGE INTO {self.history} t USING (SELECT :resource_id AS rid, :scope AS sc, :memory_id AS mid, "
+            ":version AS v FROM dual) s "
+            "ON (t.resource_id = s.rid AND t.scope = s.sc AND t.memory_id = s.mid AND t.version = s.v) "
+            "WHEN NOT MATCHED THEN INSERT (resource_id, scope, memory_id, version, content, changed_at, kind, source) "
+            f"VALUES (s.rid, s.sc, s.mid, s.v, :working_memory, {self._ts('changed_at')}, :kind, :source)"
+        )
+        return Statement(sql, self.version_params(version))
+
+    def insert_versions(self, versions: Sequence[MemoryVersion]) -> Statement:
+        raise NotImplementedError("Oracle inserts versions with create_version, one MERGE per version (array DML)")
 
     def create_thread(self, thread: Thread) -> Statement:
         """Insert unless the id exists; returns no rows (a ``MERGE`` with no update branch).

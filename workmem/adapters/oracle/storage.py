@@ -45,6 +45,7 @@ from workmem.adapters.sql import Attempt, Result, SqlHooks, Statement
 from workmem.adapters.sql.rows import thread_from_row
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadOwnershipError, ValidationError, WorkmemError
+from workmem.history import MemoryVersion
 from workmem.kit import Capabilities, driver_error, import_driver, missing_tables, raise_unchained, run_sync
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
@@ -97,7 +98,9 @@ class OracleHooks(SqlHooks):
     Everything but opening the pool, for :class:`OracleStorage` and :class:`AsyncOracleStorage`.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cross_process_atomic=True, persistent=True, history=True, erase=True
+    )
     autocommit: ClassVar[bool] = False
     dialect: OracleDialect
 
@@ -167,18 +170,25 @@ class OracleHooks(SqlHooks):
 
     # -- bulk inserts: one insert-only MERGE, array DML (executemany) over the batch -----------
 
-    async def _insert_each(self, ids: Sequence[str], statements: Sequence[Statement]) -> frozenset[str]:
-        """Run the same insert-only ``MERGE`` for each record in one round trip; the ids it found present."""
+    async def _run_each(self, statements: Sequence[Statement]) -> list[int]:
+        """Run the same insert-only ``MERGE`` for each record in one round trip; each one's row count."""
         if not statements:
-            return frozenset()
+            return []
         rendered = [self.dialect.render(statement) for statement in statements]
         sql = rendered[0][0]
 
-        async def work(conn: OracleConnection) -> frozenset[str]:
-            counts = await conn.run_many(sql, [params for _, params in rendered])
-            return frozenset(record_id for record_id, count in zip(ids, counts, strict=True) if count == 0)
+        async def work(conn: OracleConnection) -> list[int]:
+            return await conn.run_many(sql, [params for _, params in rendered])
 
         return await self._attempts(work, read=False, transaction=True)
+
+    async def _insert_each(self, ids: Sequence[str], statements: Sequence[Statement]) -> frozenset[str]:
+        """Insert-only ``MERGE``s of records (:meth:`_run_each`); the ids it found present."""
+        counts = await self._run_each(statements)
+        return frozenset(record_id for record_id, count in zip(ids, counts, strict=True) if count == 0)
+
+    async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        return sum(await self._run_each([self.dialect.create_version(version) for version in versions]))
 
     async def _insert_resources(self, resources: Sequence[Resource]) -> frozenset[str]:
         statements = [self.dialect.create_resource(resource) for resource in resources]

@@ -51,8 +51,9 @@ import functools
 from datetime import datetime
 from typing import Any, ClassVar
 
-from workmem.adapters.sql.dialect import COUNTS, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
+from workmem.adapters.sql.dialect import COUNTS, HISTORY, PLACEHOLDER, RESOURCES, THREADS, Dialect, Statement
 from workmem.errors import ValidationError
+from workmem.history import HistoryKey, Recording
 from workmem.hooks import ScopeTarget, patch_text
 from workmem.validation import MAX_DEPTH, MAX_TEXT_BYTES
 
@@ -107,6 +108,11 @@ _TABLES = (
     CREATE INDEX workmem_resources_id_c_idx ON {s}.{resources} (id COLLATE "C");
   END IF;
 END $do$""",
+    # workmem's history of working memory (connect(url, history=...)): Mastra's tables are never changed.
+    """CREATE TABLE IF NOT EXISTS {s}.{history} (
+  resource_id text NOT NULL, scope text NOT NULL, memory_id text NOT NULL, version integer NOT NULL,
+  content text, changed_at timestamptz NOT NULL, kind text NOT NULL, source text,
+  PRIMARY KEY (resource_id, scope, memory_id, version))""",
 )
 
 _COUNT_FUNCTIONS = (
@@ -410,6 +416,23 @@ class PostgresDialect(Dialect):
         stamp = f"CAST(:{name} AS timestamptz)"
         return [(f'"{column}"', f"({stamp} AT TIME ZONE 'UTC')"), (f'"{column}Z"', stamp)]
 
+    def time_param(self, name: str) -> str:
+        return f"CAST(:{name} AS timestamptz)"
+
+    def record_version(
+        self, key: HistoryKey, content: str | None, now: datetime, recording: Recording
+    ) -> list[Statement]:
+        """One statement: the version inserted, and (with retention) the ones below the bound dropped."""
+        statements = super().record_version(key, content, now, recording)
+        if len(statements) == 1:
+            return statements
+        insert, prune = statements
+        sql = (
+            f"WITH added AS ({insert.sql} RETURNING version) DELETE FROM {self.history} WHERE {self._KEY} "
+            "AND version <= (SELECT version FROM added) - :keep"
+        )
+        return [Statement(sql, {**insert.params, **prune.params})]
+
     def stored_metadata(self, column: str) -> str:
         """``column`` (jsonb or text) as the jsonb object it holds; SQLSTATE ``WM005`` when it holds none."""
         return f"{self._prefix}.workmem_mastra_metadata_object({column})"
@@ -429,7 +452,7 @@ class PostgresDialect(Dialect):
         )
 
     def ddl(self) -> list[str]:
-        names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES, "counts": COUNTS}
+        names = {"s": self._prefix, "threads": THREADS, "resources": RESOURCES, "counts": COUNTS, "history": HISTORY}
         functions = [
             template.format(
                 **names,
@@ -488,6 +511,6 @@ class PostgresDialect(Dialect):
             # A non-string, non-null workingMemory (written by another program) changes no row here: the
             # locked path below the statement then raises WorkingMemoryFormatError instead of replacing it.
             f"AND COALESCE(jsonb_typeof({memory}), 'null') IN ('string', 'null') "
-            "RETURNING CAST(metadata AS jsonb) ->> 'workingMemory'"
+            "RETURNING CAST(metadata AS jsonb) ->> 'workingMemory', \"resourceId\""
         )
         return Statement(sql, {**params, "id": target.thread_id, "owner": target.resource_id})

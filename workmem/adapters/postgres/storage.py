@@ -106,7 +106,9 @@ class PostgresHooks(SqlHooks):
     :func:`workmem.kit.run_sync`), the async one's psycopg's async API.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cross_process_atomic=True, persistent=True, history=True, erase=True
+    )
     dialect: PostgresDialect
     _port_type: ClassVar[type[BlockingPort] | type[AwaitedPort]]
     _connection_type: ClassVar[str]

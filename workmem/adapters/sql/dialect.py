@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from workmem.errors import ValidationError
+from workmem.history import HISTORY_TABLE, HistoryKey, MemoryVersion, Recording
 from workmem.hooks import ListQuery, ScopeTarget
 from workmem.records import Resource, Thread, Unset
 from workmem.validation import dump_json
@@ -29,6 +30,7 @@ from .rows import resource_from_row, thread_from_row
 
 __all__ = [
     "COUNTS",
+    "HISTORY",
     "MAX_ROWS",
     "PLACEHOLDER",
     "RESOURCES",
@@ -42,6 +44,8 @@ __all__ = [
 
 RESOURCES = "mastra_resources"
 THREADS = "mastra_threads"
+HISTORY = HISTORY_TABLE
+"""workmem's table of working memory's versions (``connect(url, history=...)``), beside Mastra's tables."""
 COUNTS = "workmem_thread_counts"
 """workmem's table of threads per resource, kept by triggers on ``mastra_threads`` (see :attr:`Dialect.kept_counts`)."""
 MAX_ROWS = 2**62
@@ -112,6 +116,7 @@ class Dialect:
         self.resources = prefix + RESOURCES
         self.threads = prefix + THREADS
         self.counts = prefix + COUNTS
+        self.history = prefix + HISTORY
         self.counts_present = self.kept_counts
         """Whether :attr:`counts` is there to read (see :meth:`without_counts`); when not, threads are counted."""
         self._sql: dict[tuple[str, ...], str] = {}
@@ -497,4 +502,126 @@ class Dialect:
             sql = f"SELECT {self.thread_count(':resource_id')}"
         else:  # (a FROM-less SELECT is not everywhere: Oracle before 23ai)
             sql = f'SELECT count(*) FROM {self.threads} WHERE "resourceId" = :resource_id'
+        return Statement(sql, {"resource_id": resource_id})
+
+    # -- history: versions of working memory, and erasing a user ----------------------------
+    # Keyed (resource_id, scope, memory_id, version), the primary key: the newest number of a working memory,
+    # a page of its versions and every version of a resource are index range scans.
+
+    def time_param(self, name: str) -> str:
+        """SQL that stores the timestamp bound as ``:name`` (:meth:`time_value`) in ``changed_at``."""
+        return f":{name}"
+
+    def version_columns(self) -> str:
+        """The columns of a version row, for :func:`~workmem.adapters.sql.rows.version_from_row`."""
+        return "version, content, changed_at, kind, source"
+
+    @staticmethod
+    def _key_params(key: HistoryKey) -> dict[str, Any]:
+        return {"resource_id": key.resource_id, "scope": key.scope, "memory_id": key.memory_id}
+
+    _KEY = "resource_id = :resource_id AND scope = :scope AND memory_id = :memory_id"
+
+    def record_version(
+        self, key: HistoryKey, content: str | None, now: datetime, recording: Recording
+    ) -> list[Statement]:
+        """What writes the version ``recording`` makes of ``key``, in the transaction holding the row's lock.
+
+        The version is numbered one above the newest stored (the lock makes that read exact), then the
+        versions under the retention bound are dropped (see :func:`~workmem.history.kept_versions`).
+        """
+        params = {
+            **self._key_params(key),
+            "working_memory": content,
+            "changed_at": self.time_value(now),
+            "kind": recording.kind,
+            "source": recording.source_text,
+        }
+        insert = (
+            f"INSERT INTO {self.history} (resource_id, scope, memory_id, version, content, changed_at, kind, source) "
+            f"VALUES (:resource_id, :scope, :memory_id, (SELECT COALESCE(MAX(version), 0) + 1 FROM {self.history} "
+            f"WHERE {self._KEY}), :working_memory, {self.time_param('changed_at')}, :kind, :source)"
+        )
+        if recording.keep is None:
+            return [Statement(insert, params)]
+        prune = (
+            f"DELETE FROM {self.history} WHERE {self._KEY} AND version <= "
+            f"(SELECT MAX(version) FROM {self.history} WHERE {self._KEY}) - :keep"
+        )
+        return [Statement(insert, params), Statement(prune, {**self._key_params(key), "keep": recording.keep})]
+
+    def select_versions(self, key: HistoryKey, limit: int, before: int | None) -> Statement:
+        """At most ``limit`` versions of ``key`` numbered below ``before`` (``None``: all), newest first."""
+        below = "" if before is None else " AND version < :before"
+        sql = (
+            f"SELECT {self.version_columns()} FROM {self.history} WHERE {self._KEY}{below} "
+            f"ORDER BY version DESC{self.limit_clause()}"
+        )
+        params = {**self._key_params(key), "limit": min(limit, MAX_ROWS)}
+        return Statement(sql, params if before is None else {**params, "before": before})
+
+    def _version_fields(self) -> list[tuple[str, str]]:
+        return [
+            ("resource_id", ":resource_id"),
+            ("scope", ":scope"),
+            ("memory_id", ":memory_id"),
+            ("version", ":version"),
+            ("content", ":working_memory"),
+            ("changed_at", self.time_param("changed_at")),
+            ("kind", ":kind"),
+            ("source", ":source"),
+        ]
+
+    def version_params(self, version: MemoryVersion) -> dict[str, Any]:
+        return {
+            **self._key_params(version.key),
+            "version": version.version,
+            "working_memory": version.content,
+            "changed_at": self.time_value(version.changed_at),
+            "kind": version.kind,
+            "source": None if version.source is None else dump_json(version.source),
+        }
+
+    def insert_versions(self, versions: Sequence[MemoryVersion]) -> Statement:
+        """Insert the versions whose (key, number) is absent, in one statement; its row count is how many."""
+        fields = self._version_fields()
+        columns = ", ".join(column for column, _ in fields)
+        values = []
+        params: dict[str, Any] = {}
+        for index, version in enumerate(versions):
+            values.append("(" + ", ".join(PLACEHOLDER.sub(rf":\1_{index}", value) for _, value in fields) + ")")
+            params.update((f"{name}_{index}", value) for name, value in self.version_params(version).items())
+        sql = (
+            f"INSERT INTO {self.history} ({columns}) VALUES {', '.join(values)} "
+            "ON CONFLICT (resource_id, scope, memory_id, version) DO NOTHING"
+        )
+        return Statement(sql, params)
+
+    def delete_versions(self, key: HistoryKey) -> Statement:
+        """Every version of ``key`` (a deleted thread's)."""
+        return Statement(f"DELETE FROM {self.history} WHERE {self._KEY}", self._key_params(key))
+
+    def lock_threads_of(self, resource_id: str) -> Statement:
+        """The ids of the resource's threads, each row locked (``FOR UPDATE``; SQLite's transaction locks all)."""
+        sql = f'SELECT id FROM {self.threads} WHERE "resourceId" = :resource_id ORDER BY id{self.lock_clause(True)}'
+        return Statement(sql, {"resource_id": resource_id})
+
+    def delete_threads_of(self, resource_id: str, thread_ids: Sequence[str]) -> Statement:
+        """Delete those threads of the resource (at most 500 ids: Oracle takes 1000 in a list)."""
+        marks = ", ".join(f":t{index}" for index in range(len(thread_ids)))
+        sql = f'DELETE FROM {self.threads} WHERE "resourceId" = :resource_id AND id IN ({marks})'
+        return Statement(sql, {"resource_id": resource_id, **{f"t{i}": t for i, t in enumerate(thread_ids)}})
+
+    def delete_resource_row(self, resource_id: str) -> Statement:
+        return Statement(f"DELETE FROM {self.resources} WHERE id = :id", {"id": resource_id})
+
+    def delete_resource_versions(self, resource_id: str) -> Statement:
+        """Every version of the resource, both scopes, but those of threads it owns now (created during the erase).
+
+        Run after the resource's threads are deleted: a thread created meanwhile survives whole, with its history.
+        """
+        sql = (
+            f"DELETE FROM {self.history} WHERE resource_id = :resource_id AND (scope = 'resource' OR memory_id "
+            f'NOT IN (SELECT id FROM {self.threads} WHERE "resourceId" = :resource_id))'
+        )
         return Statement(sql, {"resource_id": resource_id})

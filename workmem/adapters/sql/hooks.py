@@ -46,6 +46,7 @@ from workmem.errors import (
     UnreadableRecordError,
     WorkmemError,
 )
+from workmem.history import ErasedResource, HistoryKey, MemoryVersion
 from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
     MergeChange,
@@ -54,16 +55,18 @@ from workmem.kit import (
     check_owner,
     memory_given,
     merge_document,
+    thread_working_memory,
     thread_working_memory_to_merge,
     updated_resource,
     updated_thread,
+    utc_now,
     with_thread_memory,
 )
 from workmem.masking import raise_unchained
 from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage
 
 from .dialect import Dialect, KeyRead, Statement
-from .rows import load_json, resource_from_row, thread_from_row
+from .rows import load_json, resource_from_row, thread_from_row, version_from_row
 
 __all__ = [
     "Attempt",
@@ -80,6 +83,13 @@ T = TypeVar("T")
 
 LIST_ATTEMPTS = 10
 """How often a page past the last is read again when threads are created between it and its count."""
+VERSION_BATCH = 100
+"""Versions inserted per statement by ``_insert_versions`` (8 parameters each)."""
+ID_BATCH = 500
+"""Thread ids deleted per statement by ``_delete_resource`` (Oracle takes at most 1000 in a list)."""
+
+Recorded = Callable[[Sequence[Any]], tuple[HistoryKey, str | None]]
+"""From the row a one-statement write returned: whose working memory it changed, and to what."""
 
 
 class ExactCheckNeeded(WorkmemError):
@@ -313,7 +323,8 @@ class SqlHooks(StorageHooks):
             statement = self.dialect.update_resource(resource_id, change.working_memory, change.metadata, change.now)
             try:
                 with _record("resource", resource_id):
-                    return resource_from_row((await self._execute(statement)).rows[0])
+                    rows = await self._write(statement, change.record, change.now, _resource_memory)
+                    return resource_from_row(rows[0])
             except ExactCheckNeeded:
                 pass  # near the size limit: decided below, under a row lock
         # A max_chars limit compares with the stored memory: decided here, on the locked row.
@@ -321,6 +332,7 @@ class SqlHooks(StorageHooks):
             old = await self._lock_resource(tx, resource_id, change.now)
             new = updated_resource(old, resource_id, change)
             await tx.execute(self.dialect.upsert_resource(new))
+            await self._record_version(tx, change.record, HistoryKey(resource_id), new.working_memory, change.now)
         return new
 
     def _merged_resource(self, old: Resource | None, resource_id: str, text: str, now: datetime) -> Statement:
@@ -355,7 +367,7 @@ class SqlHooks(StorageHooks):
             statement = self.dialect.update_thread(thread_id, change.title, change.metadata, change.now, change.owner)
             try:
                 with _record("thread", thread_id):
-                    rows = (await self._execute(statement)).rows
+                    rows = await self._write(statement, change.record, change.now, _thread_memory)
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
@@ -367,6 +379,8 @@ class SqlHooks(StorageHooks):
         async with self._transaction() as tx:
             new = updated_thread(await self._lock_thread(tx, thread_id), change)
             await tx.execute(self.dialect.write_thread(new))
+            memory = thread_working_memory(new.metadata)
+            await self._record_version(tx, change.record, HistoryKey(new.resource_id, thread_id), memory, change.now)
         return new
 
     async def _not_owned(self, thread_id: str, owner: str | None) -> None:
@@ -388,10 +402,25 @@ class SqlHooks(StorageHooks):
         return thread_from_row(rows[0])
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        if self.history is not None:  # the thread's history goes with it, in its transaction
+            return await self._delete_thread_with_history(thread_id, owner)
         if (await self._execute(self.dialect.delete_thread(thread_id, owner))).rowcount > 0:
             return True
         await self._not_owned(thread_id, owner)
         return False
+
+    async def _delete_thread_with_history(self, thread_id: str, owner: str | None) -> bool:
+        async with self._transaction() as tx:
+            rows = (await tx.execute(self.dialect.select_thread(thread_id, lock=True))).rows
+            stored_owner = str(rows[0][1]) if rows else None  # column 1: "resourceId"
+            if stored_owner is not None and owner in (None, stored_owner):
+                await tx.execute(self.dialect.delete_thread(thread_id))
+                await tx.execute(self.dialect.delete_versions(HistoryKey(stored_owner, thread_id)))
+        if stored_owner is None:
+            return False
+        if owner not in (None, stored_owner):
+            raise ThreadOwnershipError(thread_id, owner)
+        return True
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
         for _ in range(LIST_ATTEMPTS):
@@ -444,9 +473,10 @@ class SqlHooks(StorageHooks):
         # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
         statement = None if max_chars is not None else self.dialect.merge_statement(target, patch, now)
         if statement is not None:
+            recorded = _merged_resource_memory(target) if target.scope == "resource" else _merged_thread_memory(target)
             try:
                 with _record(target.scope, target.thread_id or target.resource_id or ""):
-                    rows = (await self._execute(statement)).rows
+                    rows = await self._write(statement, record, now, recorded)
             except ExactCheckNeeded:
                 rows = None  # near the size limit: decided below, under a row lock
             if rows == []:
@@ -465,10 +495,95 @@ class SqlHooks(StorageHooks):
                 old = await self._lock_resource(tx, target.resource_id, now)
                 merged, text = merge_document(None if old is None else old.working_memory, patch, max_chars)
                 await tx.execute(self._merged_resource(old, target.resource_id, text, now))
+                await self._record_version(tx, record, HistoryKey(target.resource_id), text, now)
                 return merged
             assert target.thread_id is not None
             thread = await self._lock_thread(tx, target.thread_id)
             check_owner(thread, target.resource_id)
             merged, text = merge_document(thread_working_memory_to_merge(thread.metadata), patch, max_chars)
             await tx.execute(self.dialect.write_thread(with_thread_memory(thread, text, now)))
+            await self._record_version(tx, record, HistoryKey(thread.resource_id, thread.id), text, now)
             return merged
+
+    # -- history and erasure: written once, for every SQL database -------------------------
+
+    async def _write(
+        self, statement: Statement, record: Recording | None, now: datetime, recorded: Recorded
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one write statement; with ``record``, run in a transaction that records the version too.
+
+        The statement locks the row it changes; the version is numbered and written after it, under that lock.
+        Without ``record`` it is the one statement it always was (nothing slower without history).
+        """
+        if record is None:
+            return (await self._execute(statement)).rows
+        async with self._transaction() as tx:
+            rows = (await tx.execute(statement)).rows
+            if rows:
+                key, content = recorded(rows[0])
+                await self._record_version(tx, record, key, content, now)
+        return rows
+
+    async def _record_version(
+        self, tx: Transaction, record: Recording | None, key: HistoryKey, content: str | None, now: datetime
+    ) -> None:
+        """Write the version ``record`` makes of ``key`` (none without one), in ``tx``, which holds the row's lock."""
+        if record is not None:
+            for statement in self.dialect.record_version(key, content, now, record):
+                await tx.execute(statement)
+
+    async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        rows = (await self._execute(self.dialect.select_versions(key, limit, before), read=True)).rows
+        return [version_from_row(key, row) for row in rows]
+
+    async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        added = 0
+        for start in range(0, len(versions), VERSION_BATCH):
+            batch = versions[start : start + VERSION_BATCH]
+            added += (await self._execute(self.dialect.insert_versions(batch))).rowcount
+        return added
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        """One transaction: lock the resource row and its threads' rows, delete them, then their versions.
+
+        The resource row is locked first (created empty to be locked when missing, and deleted with the
+        rest), so no resource-scope write falls inside the erase. A thread created while it runs is not
+        among those locked: it survives whole, with its history (see :meth:`Dialect.delete_resource_versions`).
+        """
+        dialect = self.dialect
+        async with self._transaction() as tx:
+            existed = bool((await tx.execute(dialect.select_resource(resource_id, lock=True))).rows)
+            if not existed and dialect.row_locks:
+                await self._lock_resource(tx, resource_id, utc_now())
+            rows = (await tx.execute(dialect.lock_threads_of(resource_id))).rows
+            threads = tuple(sorted(str(row[0]) for row in rows))
+            for start in range(0, len(threads), ID_BATCH):
+                await tx.execute(dialect.delete_threads_of(resource_id, threads[start : start + ID_BATCH]))
+            await tx.execute(dialect.delete_resource_row(resource_id))
+            versions = (await tx.execute(dialect.delete_resource_versions(resource_id))).rowcount
+        return ErasedResource(resource_id, existed, threads, versions)
+
+
+def _resource_memory(row: Sequence[Any]) -> tuple[HistoryKey, str | None]:
+    """A resource row's (``update_resource``'s ``RETURNING``) history key and working memory."""
+    return HistoryKey(str(row[0])), row[1]
+
+
+def _thread_memory(row: Sequence[Any]) -> tuple[HistoryKey, str | None]:
+    """A thread row's history key (its owner's) and thread-scoped working memory."""
+    thread = thread_from_row(row)
+    return HistoryKey(thread.resource_id, thread.id), thread_working_memory(thread.metadata)
+
+
+def _merged_resource_memory(target: ScopeTarget) -> Recorded:
+    """What a one-statement resource merge returns: the merged text (column 0)."""
+    assert target.resource_id is not None
+    key = HistoryKey(target.resource_id)
+    return lambda row: (key, row[0])
+
+
+def _merged_thread_memory(target: ScopeTarget) -> Recorded:
+    """What a one-statement thread merge returns: the merged text (column 0) and the thread's owner (column 1)."""
+    assert target.thread_id is not None
+    thread_id = target.thread_id
+    return lambda row: (HistoryKey(str(row[1]), thread_id), row[0])

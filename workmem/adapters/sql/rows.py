@@ -21,11 +21,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from workmem.errors import UnreadableRecordError, WorkmemError
+from workmem.history import HistoryKey, MemoryVersion
 from workmem.records import Resource, Thread, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize
 from workmem.validation import MAX_SAFE_INT, json_type
 
-__all__ = ["decode_time", "load_json", "load_object", "resource_from_row", "thread_from_row"]
+__all__ = ["decode_time", "load_json", "load_object", "resource_from_row", "thread_from_row", "version_from_row"]
 
 
 def _number(text: str) -> int | float:
@@ -169,3 +170,15 @@ def thread_from_row(row: Sequence[Any]) -> Thread:
     if tail is not None and type(tid) is str and type(resource_id) is str and type(title) is str:
         return trusted_thread(tid, resource_id, title, *tail)
     return _stored_thread(row)
+
+
+def version_from_row(key: HistoryKey, row: Sequence[Any]) -> MemoryVersion:
+    """A version of ``key``'s working memory from a row of :meth:`Dialect.version_columns`."""
+    number, content, changed_at, kind, source = row[:5]
+    try:
+        parsed = None if source is None else load_json(source)
+        return MemoryVersion(
+            key.resource_id, key.thread_id, int(number), content, decode_time(changed_at), kind, parsed
+        )
+    except (ValueError, TypeError, OverflowError, RecursionError, WorkmemError) as exc:  # another program wrote it
+        raise UnreadableRecordError("version", f"{key.memory_id} v{number}", str(exc)) from None
