@@ -95,6 +95,8 @@ class FakeAsyncCollection:
         "insert_many",
         "update_one",
         "delete_one",
+        "delete_many",
+        "find_one_and_delete",
         "count_documents",
         "create_index",
     )
@@ -505,7 +507,7 @@ def test_unit_every_async_driver_call_exists_in_the_installed_pymongo(fake_mongo
         "AsyncCollection.insert_one",
         "AsyncCollection.insert_many",
         "AsyncCollection.update_one",
-        "AsyncCollection.delete_one",
+        "AsyncCollection.find_one_and_delete",
         "AsyncCollection.count_documents",
         "AsyncCollection.create_index",
         "AsyncCollection.find",
