@@ -343,3 +343,49 @@ def test_a_write_replayed_after_a_lost_response_records_one_version(upstash_url:
             assert [v.version for v in _versions(store, "r")] == [2, 1]
     finally:
         store.close()
+
+
+@pytest.mark.backend("mastra")
+def test_the_published_mastra_upstash_works_beside_history_and_sees_the_erasure() -> None:
+    """@mastra/upstash (interop/driver.mjs) on the keyspace workmem records history in: it reads what workmem
+    wrote, its own tool writes (recorded by nobody: it knows nothing of history), workmem's next version follows
+    workmem's newest, and after delete_resource Mastra finds nothing of the user."""
+    from mastra_node import require_mastra, run_mastra, step
+    from test_mastra_interop import RESOURCE_SCHEMA, Ids, tool
+    from upstash_fixtures import mastra_keyspace
+
+    require_mastra()
+    ids = Ids()
+    user, chat = ids("user"), ids("chat")
+    with mastra_keyspace(ids.suffix) as (url, store):
+        with workmem.connect(url + "&listing=scan", history=True) as storage:
+            storage.merge_working_memory({"name": "Ada"}, scope="resource", resource_id=user)
+            storage.create_thread(Thread(chat, user, "chat", None, T0, T0))
+            storage.set_working_memory("# notes", scope="thread", resource_id=user, thread_id=chat)
+        seen = run_mastra(
+            store,
+            [
+                step("getResourceById", resourceId=user),
+                step("getThreadById", threadId=chat),
+                step("listThreads", filter={"resourceId": user}),
+                tool(RESOURCE_SCHEMA, chat, user, {"city": "Oslo"}),
+            ],
+        )
+        assert json.loads(seen[0].value["workingMemory"]) == {"name": "Ada"}
+        assert seen[1].value["metadata"]["workingMemory"] == "# notes"
+        assert [t["id"] for t in seen[2].value["threads"]] == [chat]
+        with workmem.connect(url + "&listing=scan", history=True) as storage:
+            storage.merge_working_memory({"langs": ["no"]}, scope="resource", resource_id=user)
+            versions = storage.working_memory_history(scope="resource", resource_id=user).versions
+            assert [v.version for v in versions] == [2, 1]
+            assert json.loads(versions[0].content or "") == {"name": "Ada", "city": "Oslo", "langs": ["no"]}
+            assert storage.delete_resource(user) == ErasedResource(user, True, (chat,), 3)
+        after = run_mastra(
+            store,
+            [
+                step("getResourceById", resourceId=user),
+                step("getThreadById", threadId=chat),
+                step("listThreads", filter={"resourceId": user}),
+            ],
+        )
+        assert after[0].value is None and after[1].value is None and after[2].value["total"] == 0
