@@ -568,12 +568,14 @@ def test_unit_async_srv_url_that_does_not_resolve_is_unavailable_and_masked(capl
 
 
 def test_unit_async_open_url_options_repr_and_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real ``AsyncMongoClient`` (no server: index creation is skipped): database, options, masking, close."""
+    """A real ``AsyncMongoClient`` (no server: index creation and the transaction probe are skipped): database,
+    options, masking, close."""
 
     async def no_indexes(self: AsyncMongoStorage) -> None:
         pass
 
     monkeypatch.setattr(AsyncMongoStorage, "_create_indexes", no_indexes)
+    monkeypatch.setattr(AsyncMongoStorage, "_probe", no_indexes)
     port = closed_port()
 
     async def main() -> None:

@@ -289,3 +289,36 @@ def test_unit_the_ports_run_the_body_in_one_session(fake_client: mongomock.Mongo
             assert asyncio.run(database.transaction(body)) == "committed"
         assert str(session.options["read_concern"].level) == "snapshot"
         assert session.options["write_concern"].document == {"w": "majority"}
+
+
+def test_unit_opening_asks_the_server_so_connect_refuses_history_on_a_standalone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``from_url``/``open`` ask (``hello``) as they open: ``connect(url, history=True)`` and ``connect_async``
+    refuse a standalone server at once, and close what they opened (no server here: the probe answers "standalone")."""
+    import asyncio
+    import socket
+
+    from workmem.adapters.mongodb.storage import MongoHooks
+
+    asked: list[str] = []
+
+    async def standalone(self: MongoHooks) -> None:
+        asked.append(type(self).__name__)
+        self._transactions = False
+
+    async def nothing(self: MongoHooks) -> None:
+        pass
+
+    monkeypatch.setattr(MongoHooks, "_probe", standalone)
+    monkeypatch.setattr(MongoHooks, "_create_indexes", nothing)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"mongodb://127.0.0.1:{sock.getsockname()[1]}/db"
+    with pytest.raises(OperationNotSupportedError, match="standalone"):
+        workmem.connect(url, history=True)
+    with pytest.raises(OperationNotSupportedError, match="standalone"):
+        asyncio.run(workmem.connect_async(url, history=5))
+    assert asked == ["MongoStorage", "AsyncMongoStorage"]
+    with workmem.connect(url) as storage:  # without history: opens as before
+        assert storage.history is None

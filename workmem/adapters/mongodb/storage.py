@@ -199,10 +199,11 @@ class MongoHooks(StorageHooks):
             self._transactions = await self._db.supports_transactions()
 
     def _probe_now(self) -> None:
-        """:meth:`_probe` where it needs no await (the sync storage): when ``connect`` turns history on.
+        """:meth:`_probe` where it needs no await (the sync storage), for a storage made from a client, not opened.
 
-        The async storage cannot ask from the setter; a standalone server refuses its first transaction instead
-        (:meth:`_atomically`: :class:`OperationNotSupportedError`, nothing written).
+        ``from_url``/``open`` ask when they open. An async storage made from a client cannot ask from the setter:
+        a standalone server refuses its first transaction instead (:meth:`_atomically`:
+        :class:`OperationNotSupportedError`, nothing written).
         """
 
     def __repr__(self) -> str:
@@ -680,6 +681,7 @@ class MongoStorage(MongoHooks, MemoryStorage):
             storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
             if not create:
                 run_sync(storage._check_collections())
+            run_sync(storage._probe())  # so that connect(url, history=...) on a standalone server refuses at once
             return storage
         except BaseException:
             client.close()
@@ -733,6 +735,7 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
                 await storage._create_indexes()
             else:
                 await storage._check_collections()
+            await storage._probe()  # so that connect_async(url, history=...) on a standalone server refuses at once
             return storage
         except BaseException:
             await client.close()
