@@ -131,7 +131,11 @@ class StorageHooks(ABC):
     capabilities: ClassVar[Capabilities]
     """What this adapter guarantees beyond the required contract."""
     history: HistoryPolicy | None = None
-    """Whether this connection records working memory's history, and how much (``connect(url, history=...)``)."""
+    """Whether this connection records working memory's history, and how much (``connect(url, history=...)``).
+
+    An adapter whose history depends on the server it reached may make this a property whose setter raises
+    :class:`~workmem.errors.OperationNotSupportedError` (MongoDB without multi-document transactions):
+    ``connect`` then closes the storage and raises that error."""
 
     @abstractmethod
     async def _get_resource(self, resource_id: str) -> Resource | None:

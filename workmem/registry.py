@@ -213,7 +213,10 @@ def _history_refused(storage: StorageHooks, policy: HistoryPolicy | None) -> Ope
         return None
     if not storage.capabilities.history:
         return OperationNotSupportedError(f"working memory history on {type(storage).__name__}")
-    storage.history = policy
+    try:
+        storage.history = policy
+    except OperationNotSupportedError as refused:  # this server cannot (MongoDB without transactions)
+        return refused
     return None
 
 

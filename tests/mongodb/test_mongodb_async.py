@@ -95,6 +95,8 @@ class FakeAsyncCollection:
         "insert_many",
         "update_one",
         "delete_one",
+        "delete_many",
+        "find_one_and_delete",
         "count_documents",
         "create_index",
     )
@@ -505,7 +507,7 @@ def test_unit_every_async_driver_call_exists_in_the_installed_pymongo(fake_mongo
         "AsyncCollection.insert_one",
         "AsyncCollection.insert_many",
         "AsyncCollection.update_one",
-        "AsyncCollection.delete_one",
+        "AsyncCollection.find_one_and_delete",
         "AsyncCollection.count_documents",
         "AsyncCollection.create_index",
         "AsyncCollection.find",
@@ -566,12 +568,14 @@ def test_unit_async_srv_url_that_does_not_resolve_is_unavailable_and_masked(capl
 
 
 def test_unit_async_open_url_options_repr_and_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real ``AsyncMongoClient`` (no server: index creation is skipped): database, options, masking, close."""
+    """A real ``AsyncMongoClient`` (no server: index creation and the transaction probe are skipped): database,
+    options, masking, close."""
 
     async def no_indexes(self: AsyncMongoStorage) -> None:
         pass
 
     monkeypatch.setattr(AsyncMongoStorage, "_create_indexes", no_indexes)
+    monkeypatch.setattr(AsyncMongoStorage, "_probe", no_indexes)
     port = closed_port()
 
     async def main() -> None:

@@ -82,3 +82,47 @@ class TestMongoServer(MongoBehaviour):
     def test_server_version_supported(self, storage: MongoStorage) -> None:
         version = storage._client.server_info()["versionArray"]
         assert version[0] >= 5, f"workmem's MongoDB adapter needs MongoDB 5.0+, this server is {version}"
+
+
+@pytest.mark.backend("mongodb")
+def test_history_on_a_real_server(database_url: str) -> None:
+    """With transactions (a replica set or mongos): 64 concurrent merges from 8 connections make versions 1..64
+    and delete_resource erases the user; on a standalone server connect(url, history=True) refuses."""
+    import json
+    import threading
+
+    import workmem
+    from workmem.errors import OperationNotSupportedError
+
+    with workmem.connect(database_url) as probe:
+        assert isinstance(probe, MongoStorage)
+        transactions = probe._transactions
+    if not transactions:
+        with pytest.raises(OperationNotSupportedError, match="standalone"):
+            workmem.connect(database_url, history=True)
+        return
+    stores = [workmem.connect(database_url, history=True) for _ in range(8)]
+    errors: list[BaseException] = []
+
+    def merge(worker: int) -> None:
+        try:
+            for n in range(8):
+                stores[worker].merge_working_memory({f"w{worker}n{n}": n}, scope="resource", resource_id="r")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=merge, args=(w,)) for w in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors
+    versions = stores[0].working_memory_history(scope="resource", resource_id="r", limit=100).versions[::-1]
+    assert [v.version for v in versions] == list(range(1, 65))
+    assert [len(json.loads(v.content or "")) for v in versions] == list(range(1, 65))
+    assert versions[-1].content == stores[0].get_working_memory(scope="resource", resource_id="r")
+    erased = stores[0].delete_resource("r")
+    assert (erased.resource, erased.versions) == (True, 64)
+    assert stores[0].delete_resource("r").removed_anything is False
+    for store in stores:
+        store.close()

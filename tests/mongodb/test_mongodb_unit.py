@@ -77,8 +77,13 @@ def test_secrets_mask_raw_and_encoded_password() -> None:
     assert "p@ss" not in repr(secrets) and secrets.masked_url == "mongodb://user:***@host/db"
 
 
+async def _no_probe(self: MongoStorage) -> None:
+    pass
+
+
 def test_database_from_url_path_or_default_or_option(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(MongoStorage, "create_indexes", lambda self: None)  # no server here
+    monkeypatch.setattr(MongoStorage, "_probe", _no_probe)  # (nor a hello to ask)
     port = closed_port()
     cases = {
         f"mongodb://127.0.0.1:{port}/agents": "agents",

@@ -23,6 +23,7 @@ __all__ = [
     "bridge",
     "delete_prefix",
     "delete_suffixed",
+    "losing_script_responses",
     "mastra_keyspace",
     "raw_client",
     "start_bridge",
@@ -132,3 +133,31 @@ def delete_suffixed(bridge: Bridge, suffix: str) -> None:
                     break
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def losing_script_responses(store: Any) -> Iterator[list[str]]:
+    """``store`` (a sync Upstash storage) losing the response of its next script run after the server applied it.
+
+    Yields the list of scripts (SHA-1) whose response was lost; clear it to lose the next one too. The
+    driver re-sends the request (connect with a short ``retry_interval``), as after a real lost response.
+    """
+    import httpx
+
+    http = store._client._redis._http._client
+    real_post = http.post
+    lost: list[str] = []
+
+    def lossy_post(url: str, *args: Any, **kwargs: Any) -> Any:
+        response = real_post(url, *args, **kwargs)
+        command = kwargs.get("json") or []
+        if command and command[0] == "EVALSHA" and not lost:
+            lost.append(command[1])
+            raise httpx.ReadError("connection lost after the server applied the write")
+        return response
+
+    http.post = lossy_post
+    try:
+        yield lost
+    finally:
+        http.post = real_post

@@ -8,9 +8,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import pytest
-from upstash_fixtures import Bridge, bridge, raw_client, upstash_prefix, upstash_url
+from upstash_fixtures import Bridge, bridge, losing_script_responses, raw_client, upstash_prefix, upstash_url
 
 import workmem
 from workmem import Resource, Thread, ThreadNotFoundError, ThreadOwnershipError, WorkingMemoryFormatError
@@ -502,29 +501,16 @@ def test_reindex_picks_up_threads_written_by_typescript(
 def test_a_write_replayed_after_a_lost_response_is_harmless(upstash_url: str) -> None:
     store = workmem.connect(upstash_url + "&retry_interval=0.01")
     assert isinstance(store, UpstashStorage)
-    http = store._client._redis._http._client
-    real_post = http.post
-    lost: list[str] = []
-
-    def lossy_post(url: str, *args: Any, **kwargs: Any) -> Any:
-        response = real_post(url, *args, **kwargs)
-        command = kwargs.get("json") or []
-        if command and command[0] == "EVALSHA" and not lost:
-            lost.append(command[1])
-            raise httpx.ReadError("connection lost after the server applied the write")
-        return response
-
-    http.post = lossy_post
     try:
-        created = store.save_thread(Thread("t", "r", "first", None, T0, T0))  # applied, response lost, replayed
-        assert lost and created.resource_id == "r"
-        assert store.get_thread("t") == Thread("t", "r", "first", None, T0, T0)
-        lost.clear()
-        merged = store.merge_working_memory({"n": 1, "l": [1]}, scope="resource", resource_id="r")
-        assert lost and merged == {"n": 1, "l": [1]}
-        assert json.loads(store.get_working_memory(scope="resource", resource_id="r")) == {"n": 1, "l": [1]}  # type: ignore[arg-type]
+        with losing_script_responses(store) as lost:
+            created = store.save_thread(Thread("t", "r", "first", None, T0, T0))  # applied, response lost, replayed
+            assert lost and created.resource_id == "r"
+            assert store.get_thread("t") == Thread("t", "r", "first", None, T0, T0)
+            lost.clear()
+            merged = store.merge_working_memory({"n": 1, "l": [1]}, scope="resource", resource_id="r")
+            assert lost and merged == {"n": 1, "l": [1]}
+            assert json.loads(store.get_working_memory(scope="resource", resource_id="r")) == {"n": 1, "l": [1]}  # type: ignore[arg-type]
     finally:
-        http.post = real_post
         store.close()
     # The script itself: replaying an applied compare-and-set succeeds without changing anything.
     with workmem.connect(upstash_url) as again:

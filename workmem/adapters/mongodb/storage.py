@@ -22,6 +22,15 @@ transaction, so a standalone server works:
   compare-and-swap loops: read the document, compute in Python, write with a
   filter on the ``workmemRev`` revision and ``updatedAt`` that were read;
   a write that matched nothing lost a race and retries (bounded, with jitter).
+* With history on (``connect(url, history=True)``), a change of working memory
+  and the version it records are one multi-document transaction
+  (``ClientSession.with_transaction``: the compare-and-swap write, the version
+  numbered one above the newest, retention) in ``workmem_memory_history``
+  (:mod:`workmem.adapters.mongodb.versions`). Only a replica set or a sharded
+  cluster has transactions: on a standalone server ``connect(url, history=...)``
+  raises :class:`~workmem.errors.OperationNotSupportedError` (history is never
+  written outside the change's transaction). ``delete_resource`` is one
+  transaction where the server has them, else three deletes, re-runnable.
 * Sub-documents are always written whole (``$set: {metadata: ...}``) or by a
   fixed path (``metadata.workingMemory``), never by user-chosen key paths, so
   metadata keys containing ``.`` or starting with ``$`` are stored as given.
@@ -38,7 +47,7 @@ stored documents) and pymongo 4.9+.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from types import ModuleType
@@ -73,29 +82,44 @@ from workmem.adapters.mongodb.documents import (
 )
 from workmem.adapters.mongodb.port import AwaitedDatabase, BlockingDatabase, CollectionPort, DatabasePort
 from workmem.adapters.mongodb.settings import MongoSettings, Secrets, checked_database
+from workmem.adapters.mongodb.versions import (
+    HISTORY_INDEXES,
+    history_filter,
+    imported_document,
+    version_document,
+    version_from_document,
+)
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import (
     BackendBusyError,
     BackendRefusedError,
+    OperationNotSupportedError,
     StorageClosedError,
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     WorkmemError,
 )
+from workmem.history import HistoryPolicy
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
+    ErasedResource,
+    HistoryKey,
     MemoryStorage,
+    MemoryVersion,
     MergeChange,
+    Recording,
     ResourceChange,
     ThreadChange,
     backoff,
     check_owner,
     import_driver,
+    kept_versions,
     merge_document,
     missing_tables,
     raise_unchained,
     run_sync,
+    thread_working_memory,
     thread_working_memory_to_merge,
 )
 from workmem.records import UNSET, WORKING_MEMORY_KEY, RecordPage, Resource, Thread, ThreadPage, Unset
@@ -116,6 +140,10 @@ _DUPLICATE_KEY: Final = (11000, 11001)
 """MongoDB's duplicate-key error codes (E11000; 11001 from old servers)."""
 
 
+_NO_TRANSACTIONS: Final = 20
+"""IllegalOperation: "Transaction numbers are only allowed on a replica set member or mongos"."""
+
+
 def _document_id(document: Mapping[str, Any]) -> str:
     """The id of a document a page read (always a string: pages select string ids only)."""
     return str(document.get("id"))
@@ -129,7 +157,12 @@ class MongoHooks(StorageHooks):
     (:meth:`~workmem.flows.StorageHooks._pause`) and reads again.
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cross_process_atomic=True, persistent=True, history=True, erase=True
+    )
+    _transactions: bool | None = None
+    """Whether the server runs multi-document transactions (``None``: not asked yet; see :meth:`_probe`)."""
+    _history_policy: HistoryPolicy | None = None
 
     def _attach(self, port: DatabasePort, database: str, *, owns_client: bool, url: str | None) -> None:
         self._db = port
@@ -138,6 +171,40 @@ class MongoHooks(StorageHooks):
         self._owns_client = owns_client
         self._closed = False
         self.database = database
+
+    @property
+    def history(self) -> HistoryPolicy | None:
+        """Whether this connection records history; set by ``connect(url, history=...)``.
+
+        Refused (:class:`OperationNotSupportedError`) on a server known to have no multi-document transactions
+        (a standalone ``mongod``): a version is only ever written in the change's transaction.
+        """
+        return self._history_policy
+
+    @history.setter
+    def history(self, policy: HistoryPolicy | None) -> None:
+        if policy is not None and self._transactions is None:
+            self._probe_now()
+        if policy is not None and self._transactions is False:
+            raise OperationNotSupportedError(
+                f"working memory history on {self._secrets.masked_url}: a standalone server, without the "
+                "multi-document transactions that write a version with its change (use a replica set or a sharded "
+                "cluster)"
+            )
+        self._history_policy = policy
+
+    async def _probe(self) -> None:
+        """Ask the server (``hello``) whether it runs multi-document transactions."""
+        with self._driver("hello"):
+            self._transactions = await self._db.supports_transactions()
+
+    def _probe_now(self) -> None:
+        """:meth:`_probe` where it needs no await (the sync storage), for a storage made from a client, not opened.
+
+        ``from_url``/``open`` ask when they open. An async storage made from a client cannot ask from the setter:
+        a standalone server refuses its first transaction instead (:meth:`_atomically`:
+        :class:`OperationNotSupportedError`, nothing written).
+        """
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._secrets.masked_url!r}, database={self.database!r})"
@@ -155,6 +222,7 @@ class MongoHooks(StorageHooks):
     async def _create_indexes(self) -> None:
         await self._create(self._db.threads, THREAD_INDEXES)
         await self._create(self._db.resources, RESOURCE_INDEXES)
+        await self._create(self._db.history, HISTORY_INDEXES)
 
     async def _create(self, collection: CollectionPort, specs: tuple[IndexSpec, ...]) -> None:
         for keys, options in specs:
@@ -199,38 +267,96 @@ class MongoHooks(StorageHooks):
         return written.upserted
 
     async def _rewrite_resource(
-        self, action: str, resource_id: str, change: Callable[[Document | None], tuple[T, Document]]
+        self,
+        action: str,
+        resource_id: str,
+        change: Callable[[Document | None], tuple[T, Document, str | None]],
+        record: Recording | None = None,
+        now: datetime | None = None,
     ) -> T:
-        """Compare-and-swap: ``change(stored document or None)`` gives the result and the fields to write."""
+        """Compare-and-swap: ``change(stored document or None)`` gives the result, the fields to write and the
+        working memory after the write; with ``record``, the version of it is written in the same transaction."""
 
-        async def attempt() -> T | None:
-            old = await self._db.resources.find_one({"id": resource_id})
-            result, fields = change(old)
+        async def attempt(db: DatabasePort) -> T | None:
+            old = await db.resources.find_one({"id": resource_id})
+            result, fields, memory = change(old)
             if old is None:
-                inserted = await self._insert_if_absent(self._db.resources, resource_id, fields)
-                return result if inserted else None
-            written = await self._db.resources.update_one(cas_filter(old), {"$set": fields})
-            return result if written.matched else None
+                if not await self._insert_if_absent(db.resources, resource_id, fields):
+                    return None
+            elif not (await db.resources.update_one(cas_filter(old), {"$set": fields})).matched:
+                return None
+            await self._record(db, record, HistoryKey(resource_id), memory, now)
+            return result
 
         with self._driver(action):
-            return await self._retry(action, attempt)
+            return await self._retry(action, lambda: self._atomically(record, attempt))
 
     async def _rewrite_thread(
-        self, action: str, thread_id: str, owner: str | None, change: Callable[[Document], tuple[T, Document]]
+        self,
+        action: str,
+        thread_id: str,
+        owner: str | None,
+        change: Callable[[Document], tuple[T, Document, str | None]],
+        record: Recording | None = None,
+        now: datetime | None = None,
     ) -> T:
-        """Compare-and-swap on a stored thread (:class:`ThreadNotFoundError` without one, owner checked)."""
+        """Compare-and-swap on a stored thread (:class:`ThreadNotFoundError` without one, owner checked), recording
+        as :meth:`_rewrite_resource` does."""
 
-        async def attempt() -> T | None:
-            old = await self._db.threads.find_one({"id": thread_id})
+        async def attempt(db: DatabasePort) -> T | None:
+            old = await db.threads.find_one({"id": thread_id})
             if old is None:
                 raise ThreadNotFoundError(thread_id)
-            check_owner(thread_from_document(old), owner)
-            result, fields = change(old)
-            written = await self._db.threads.update_one(cas_filter(old), {"$set": fields})
-            return result if written.matched else None
+            stored = thread_from_document(old)
+            check_owner(stored, owner)
+            result, fields, memory = change(old)
+            if not (await db.threads.update_one(cas_filter(old), {"$set": fields})).matched:
+                return None
+            await self._record(db, record, HistoryKey(stored.resource_id, thread_id), memory, now)
+            return result
 
         with self._driver(action):
-            return await self._retry(action, attempt)
+            return await self._retry(action, lambda: self._atomically(record, attempt))
+
+    async def _atomically(
+        self, record: Recording | None, body: Callable[[DatabasePort], Coroutine[Any, Any, T | None]]
+    ) -> T | None:
+        """``body`` on the database: in one transaction when it records a version, else as it is.
+
+        ``None`` (try again) when the version's number was taken meanwhile (an import: the unique index).
+        """
+        if record is None:
+            return await body(self._db)
+        try:
+            return await self._db.transaction(body)
+        except self._errors.PyMongoError as exc:
+            if is_duplicate_key(self._errors, exc):
+                return None
+            if getattr(exc, "code", None) == _NO_TRANSACTIONS:
+                self._transactions = False
+                refused = OperationNotSupportedError(
+                    f"working memory history on {self._secrets.masked_url}: it refused the multi-document "
+                    "transaction that writes a version with its change (a standalone server; use a replica set or "
+                    "a sharded cluster), and nothing was written"
+                )
+                refused.__cause__ = self._secrets.detach(exc)
+                raise_unchained(refused)
+            raise
+
+    async def _record(
+        self, db: DatabasePort, record: Recording | None, key: HistoryKey, memory: str | None, now: datetime | None
+    ) -> None:
+        """Write the version ``record`` makes of ``key`` (inside the write's transaction): newest + 1, retention."""
+        if record is None:
+            return
+        assert now is not None
+        versions = history_filter(key)
+        newest = await db.history.find(versions, [("version", -1)], 0, 1)
+        number = int(newest[0]["version"]) + 1 if newest else 1
+        await db.history.insert_one(version_document(key, number, memory, now, record.kind, record.source_text))
+        oldest = kept_versions(number, record.keep)
+        if oldest > 1:
+            await db.history.delete_many({**versions, "version": {"$lt": oldest}})
 
     # -- resources -------------------------------------------------------------------
 
@@ -256,12 +382,17 @@ class MongoHooks(StorageHooks):
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         limited = change.max_chars is not None and isinstance(change.working_memory, str)
-        if (isinstance(change.metadata, Unset) or change.metadata is None) and not limited:
+        metadata = not isinstance(change.metadata, Unset) and change.metadata is not None
+        if not metadata and not limited and change.record is None:
             return await self._upsert_resource(resource_id, change.working_memory, change.now)
-        # A metadata merge, or a size limit that compares with the stored memory: compare-and-swap.
-        return await self._rewrite_resource(
-            "update_resource", resource_id, lambda old: resource_rewrite(old, resource_id, change)
-        )
+        # A metadata merge, a size limit that compares with the stored memory, or a version to record in the
+        # write's transaction: compare-and-swap.
+
+        def rewrite(old: Document | None) -> tuple[Resource, Document, str | None]:
+            new, fields = resource_rewrite(old, resource_id, change)
+            return new, fields, new.working_memory
+
+        return await self._rewrite_resource("update_resource", resource_id, rewrite, change.record, change.now)
 
     async def _upsert_resource(self, resource_id: str, working_memory: str | Unset | None, now: datetime) -> Resource:
         """No metadata to merge: one atomic upsert (:func:`resource_upsert`), no read."""
@@ -327,9 +458,12 @@ class MongoHooks(StorageHooks):
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         owner = change.owner
         if not isinstance(change.metadata, Unset) and change.metadata is not None:
-            return await self._rewrite_thread(
-                "update_thread", thread_id, owner, lambda old: thread_rewrite(old, change)
-            )
+
+            def rewrite(old: Document) -> tuple[Thread, Document, str | None]:
+                new, fields = thread_rewrite(old, change)
+                return new, fields, thread_working_memory(new.metadata)
+
+            return await self._rewrite_thread("update_thread", thread_id, owner, rewrite, change.record, change.now)
         with self._driver("update_thread"):  # nothing to merge: one blind update (thread_touch)
             document = await self._db.threads.find_one_and_update(
                 _owned_filter(thread_id, owner), {"$set": thread_touch(change.title, change.now), "$inc": {REV: 1}}
@@ -340,8 +474,23 @@ class MongoHooks(StorageHooks):
         return thread_from_document(document)
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        """The thread and its history: one transaction while this connection records history; else the thread,
+        then its versions (left only by an import, or a connection with history: ``delete_resource`` removes
+        what an interruption between the two leaves)."""
+
+        async def delete(db: DatabasePort) -> bool:
+            deleted = await db.threads.find_one_and_delete(_owned_filter(thread_id, owner))
+            if deleted is None:
+                return False
+            key = HistoryKey(str(deleted.get("resourceId")), thread_id)
+            await db.history.delete_many(history_filter(key))
+            return True
+
         with self._driver("delete_thread"):
-            deleted = await self._db.threads.delete_one(_owned_filter(thread_id, owner)) > 0
+            if self.history is None or self._transactions is False:
+                deleted = await delete(self._db)
+            else:
+                deleted = await self._db.transaction(delete)
         if not deleted:
             await self._not_owned("delete_thread", thread_id, owner)
         return deleted
@@ -395,9 +544,15 @@ class MongoHooks(StorageHooks):
 
     async def _insert_many(self, collection: CollectionPort, action: str, documents: list[Document]) -> frozenset[str]:
         """One unordered ``insert_many``; the ids its duplicate-key errors (E11000) name were already present."""
+        ids = [document["id"] for document in documents]  # insert_many adds an _id to each document
+        return frozenset(ids[index] for index in await self._insert_absent(collection, action, documents))
+
+    async def _insert_absent(
+        self, collection: CollectionPort, action: str, documents: list[Document]
+    ) -> frozenset[int]:
+        """One unordered ``insert_many``; the indexes of the documents its duplicate-key errors refused."""
         if not documents:
             return frozenset()
-        ids = [document["id"] for document in documents]  # insert_many adds an _id to each document
         with self._driver(action):
             try:
                 await collection.insert_many(documents)
@@ -407,7 +562,7 @@ class MongoHooks(StorageHooks):
                 others = [error for error in errors if error.get("code") not in _DUPLICATE_KEY]
                 if others or details.get("writeConcernErrors"):
                     raise
-                return frozenset(ids[error["index"]] for error in errors)
+                return frozenset(int(error["index"]) for error in errors)
         return frozenset()
 
     async def _replace_thread(self, thread: Thread) -> bool:
@@ -419,25 +574,65 @@ class MongoHooks(StorageHooks):
     # -- working memory --------------------------------------------------------------
 
     async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
-        patch, now, max_chars = change.patch, change.now, change.max_chars
+        patch, now, max_chars, record = change.patch, change.now, change.max_chars, change.record
         if target.scope == "resource":
             assert target.resource_id is not None
             resource_id = target.resource_id
 
-            def merge_resource(old: Document | None) -> tuple[dict[str, Any], Document]:
+            def merge_resource(old: Document | None) -> tuple[dict[str, Any], Document, str | None]:
                 stored = None if old is None else resource_working_memory(old.get("workingMemory"))
                 merged, text = merge_document(stored, patch, max_chars)
-                return merged, resource_rewrite(old, resource_id, ResourceChange(text, UNSET, now))[1]
+                return merged, resource_rewrite(old, resource_id, ResourceChange(text, UNSET, now))[1], text
 
-            return await self._rewrite_resource("merge_working_memory", resource_id, merge_resource)
+            return await self._rewrite_resource("merge_working_memory", resource_id, merge_resource, record, now)
 
-        def merge_thread(old: Document) -> tuple[dict[str, Any], Document]:
+        def merge_thread(old: Document) -> tuple[dict[str, Any], Document, str | None]:
             stored = thread_working_memory_to_merge(raw_metadata(old.get("metadata")))
             merged, text = merge_document(stored, patch, max_chars)
-            return merged, thread_rewrite(old, ThreadChange(UNSET, {WORKING_MEMORY_KEY: text}, now))[1]
+            return merged, thread_rewrite(old, ThreadChange(UNSET, {WORKING_MEMORY_KEY: text}, now))[1], text
 
         assert target.thread_id is not None
-        return await self._rewrite_thread("merge_working_memory", target.thread_id, target.resource_id, merge_thread)
+        thread_id, owner = target.thread_id, target.resource_id
+        return await self._rewrite_thread("merge_working_memory", thread_id, owner, merge_thread, record, now)
+
+    # -- history and erasure ---------------------------------------------------------
+
+    async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        versions = history_filter(key)
+        if before is not None:
+            versions["version"] = {"$lt": before}
+        with self._driver("working_memory_history"):
+            documents = await self._db.history.find(versions, [("version", -1)], 0, limit)
+        return [version_from_document(document) for document in documents]
+
+    async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        # Each version is one insert the unique index decides: present (same key and number) ones are refused.
+        documents = [imported_document(version) for version in versions]
+        return len(documents) - len(await self._insert_absent(self._db.history, "insert versions", documents))
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        """One transaction where the server runs them; else the threads, then the history, then the resource.
+
+        Without transactions each of the three deletes is atomic alone and the order makes a rerun complete the
+        erasure: an interruption leaves the resource record (so the user is still findable) until the last step.
+        """
+
+        async def erase(db: DatabasePort) -> ErasedResource:
+            owned = {"resourceId": resource_id}
+            found = await db.threads.find(owned, [("id", 1)], 0, None)
+            ids = sorted(str(document.get("id")) for document in found)
+            if ids:
+                await db.threads.delete_many({**owned, "id": {"$in": ids}})
+            versions = await db.history.delete_many({"resource_id": resource_id})
+            resource = await db.resources.delete_one({"id": resource_id}) > 0
+            return ErasedResource(resource_id, resource, tuple(ids), versions)
+
+        with self._driver("delete_resource"):
+            if self._transactions is None:
+                await self._probe()
+            if self._transactions:
+                return await self._db.transaction(erase)
+            return await erase(self._db)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -486,6 +681,7 @@ class MongoStorage(MongoHooks, MemoryStorage):
             storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
             if not create:
                 run_sync(storage._check_collections())
+            run_sync(storage._probe())  # so that connect(url, history=...) on a standalone server refuses at once
             return storage
         except BaseException:
             client.close()
@@ -494,6 +690,9 @@ class MongoStorage(MongoHooks, MemoryStorage):
     def create_indexes(self) -> None:
         """Create the unique ``id`` indexes and the thread listing indexes when missing (idempotent)."""
         run_sync(self._create_indexes())
+
+    def _probe_now(self) -> None:
+        run_sync(self._probe())  # the blocking driver: the coroutine never suspends
 
 
 class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
@@ -536,6 +735,7 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
                 await storage._create_indexes()
             else:
                 await storage._check_collections()
+            await storage._probe()  # so that connect_async(url, history=...) on a standalone server refuses at once
             return storage
         except BaseException:
             await client.close()

@@ -45,6 +45,13 @@ Atomicity: every write is one Lua compare-and-set script (document plus index
 entries). JSON is parsed, merged and printed in Python only; the scripts never
 touch cjson, so numbers, ``[]``/``{}`` and Unicode round-trip exactly.
 
+History (``connect(url, history=...)``): each working memory's versions are a
+sorted set ``workmem:history:["{resource_id}",null|"{thread_id}"]`` (score = version),
+written by the write's own compare-and-set script (numbered, retention trimmed);
+``workmem:history_keys:{resource_id}`` names a resource's history keys.
+``delete_resource`` is a ``SCAN`` plus batched scripts, each atomic, re-runnable
+to completion (see ``UpstashHooks._delete_resource`` and docs/backends/upstash.md).
+
 Async: ``await workmem.connect_async(url)`` opens :class:`AsyncUpstashStorage`
 on the ``upstash_redis.asyncio`` client (same URL, options, keys and scripts;
 ``await store.reindex()``), usable from any event loop (one httpx client per

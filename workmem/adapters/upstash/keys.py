@@ -11,6 +11,15 @@ scores 0 so ``ZRANGEBYLEX`` walks them in byte order (keyset iteration):
 ``workmem:ids:resources`` and ``workmem:ids:threads``. None of them starts
 with ``mastra_threads:`` or ``mastra_resources:``, which the TypeScript
 adapter scans and reads as JSON. Every key is preceded by the optional prefix.
+
+History (``connect(url, history=...)``): one sorted set per working memory,
+``workmem:history:["{resource_id}",null]`` (resource scope) or
+``workmem:history:["{resource_id}","{thread_id}"]`` (thread scope; the owner
+first), the JSON array naming the pair unambiguously whatever the ids hold.
+Member ``{version}:{payload}`` (payload: the version's JSON), score = version.
+One set per resource, ``workmem:history_keys:{resource_id}``, names every
+history key of that resource (both scopes), so ``delete_resource`` finds them
+without a ``SCAN``.
 """
 
 from __future__ import annotations
@@ -18,14 +27,27 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from workmem.history import HistoryKey
 from workmem.records import OrderBy
+from workmem.validation import dump_json
 
-__all__ = ["IDS_PART", "INDEX_PART", "RESOURCE_PART", "THREAD_PART", "KeySpace", "glob_escape"]
+__all__ = [
+    "HISTORY_KEYS_PART",
+    "HISTORY_PART",
+    "IDS_PART",
+    "INDEX_PART",
+    "RESOURCE_PART",
+    "THREAD_PART",
+    "KeySpace",
+    "glob_escape",
+]
 
 RESOURCE_PART = "mastra_resources:"
 THREAD_PART = "mastra_threads:id:"
 INDEX_PART = "workmem:thread_index:"
 IDS_PART = "workmem:ids:"
+HISTORY_PART = "workmem:history:"
+HISTORY_KEYS_PART = "workmem:history_keys:"
 
 
 def glob_escape(text: str) -> str:
@@ -71,6 +93,14 @@ class KeySpace:
     def thread_indexes(self, resource_id: str) -> tuple[str, str]:
         """The ``created_at`` and ``updated_at`` index keys of one resource."""
         return self.thread_index("created_at", resource_id), self.thread_index("updated_at", resource_id)
+
+    def history(self, key: HistoryKey) -> str:
+        """The sorted set of one working memory's versions (score = version number)."""
+        return f"{self.prefix}{HISTORY_PART}{dump_json([key.resource_id, key.thread_id])}"
+
+    def history_keys(self, resource_id: str) -> str:
+        """The set of every history key of ``resource_id`` (both scopes), for ``delete_resource``."""
+        return f"{self.prefix}{HISTORY_KEYS_PART}{resource_id}"
 
     def thread_pattern(self) -> str:
         """``SCAN`` pattern of every thread document."""

@@ -20,9 +20,12 @@ __all__ = [
     "ADD_IDS",
     "CAS_DELETE",
     "CAS_SET",
+    "ERASE_RESOURCE",
+    "ERASE_THREADS",
     "ID_PAGE",
     "INDEX_IF_UNCHANGED",
     "INSERT_ABSENT",
+    "INSERT_VERSIONS",
     "LIST_PAGE",
     "OWNED_THREADS",
     "PUT",
@@ -47,30 +50,74 @@ class Script:
 # A script's earlier writes stay when a later call of it fails: the writing scripts check that the
 # owner's index keys are sorted sets (or absent) before they write anything.
 _CHECK_INDEXES = """
-local function check_sorted_set(key)
+local function check_type(key, wanted, what)
   local kind = redis.call('TYPE', key).ok
-  if kind ~= 'zset' and kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a sorted set: nothing changed')
+  if kind ~= wanted and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. kind .. ', not a ' .. what .. ': nothing changed')
   end
 end
-local function check_indexes(first)
-  for i = first, #KEYS do
+local function check_sorted_set(key)
+  return check_type(key, 'zset', 'sorted set')
+end
+local function check_indexes(first, last)
+  for i = first, last or #KEYS do
     local refused = check_sorted_set(KEYS[i])
     if refused then return refused end
   end
 end
 """
 
+# History (see .keys): a working memory's versions are one sorted set, member '{version}:{payload}', score =
+# version; the resource's set of history keys names it. ``record`` numbers the new version one above the newest,
+# adds it, drops what retention says is over (every version below ``newest - keep + 1``), all in the caller's
+# script. The payload carries a token of the write: a request the driver re-sends after a lost response finds its
+# own version already newest (``recorded``) and records nothing more.
+_HISTORY = """
+local function check_history(history, index)
+  return check_sorted_set(history) or check_type(index, 'set', 'set')
+end
+local function recorded(history, payload)
+  local newest = redis.call('ZREVRANGE', history, 0, 0)[1]
+  local tail = ':' .. payload
+  return newest ~= nil and #newest > #tail and string.sub(newest, -#tail) == tail
+end
+local function record(history, index, payload, keep)
+  local newest = redis.call('ZREVRANGE', history, 0, 0, 'WITHSCORES')
+  local number = 1
+  if newest[2] then number = tonumber(newest[2]) + 1 end
+  local version = string.format('%d', number)
+  redis.call('ZADD', history, version, version .. ':' .. payload)
+  if keep ~= '' and number - tonumber(keep) >= 1 then
+    redis.call('ZREMRANGEBYSCORE', history, '-inf', '(' .. string.format('%d', number - tonumber(keep) + 1))
+  end
+  redis.call('SADD', index, history)
+  return number
+end
+local function erase_history(history, index)
+  local count = redis.call('ZCARD', history)
+  redis.call('DEL', history)
+  redis.call('SREM', index, history)
+  return count
+end
+"""
+
 CAS_SET = Script(
     "cas_set",
     _CHECK_INDEXES
+    + _HISTORY
     + """
 -- KEYS[1] document; KEYS[2] the id set of its kind (resources or threads);
--- KEYS[3], KEYS[4] (threads only) created_at and updated_at indexes of the owner
--- ARGV: expected exists ('0'/'1'), expected text, new text, id, then for threads: created ms, updated ms
+-- KEYS[3], KEYS[4] (threads only) created_at and updated_at indexes of the owner;
+-- then, when the write records a version: the history key, the owner's set of history keys (the last two).
+-- ARGV: expected exists ('0'/'1'), expected text, new text, id, then created ms, updated ms (threads; '' for a
+-- resource that records), then when recording: the version's payload, keep ('' keeps all).
+local record_it = ARGV[7] ~= nil
+local n = #KEYS
+if record_it then n = n - 2 end
 local current = redis.call('GET', KEYS[1])
 local matches
 if current == ARGV[3] then
+  if record_it and recorded(KEYS[n + 1], ARGV[7]) then return {1} end  -- this very write, re-sent
   matches = true
 elseif ARGV[1] == '0' then
   matches = current == false
@@ -81,16 +128,18 @@ if not matches then
   if current == false then return {0} end
   return {0, current}
 end
-local refused = check_indexes(2)
+local refused = check_indexes(2, n)
+if not refused and record_it then refused = check_history(KEYS[n + 1], KEYS[n + 2]) end
 if refused then return refused end
 redis.call('SET', KEYS[1], ARGV[3])
-if #KEYS >= 2 then
+if n >= 2 then
   redis.call('ZADD', KEYS[2], 0, ARGV[4])
 end
-if #KEYS == 4 then
+if n == 4 then
   redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
   redis.call('ZADD', KEYS[4], ARGV[6], ARGV[4])
 end
+if record_it then record(KEYS[n + 1], KEYS[n + 2], ARGV[7], ARGV[8]) end
 return {1}
 """,
 )
@@ -98,17 +147,21 @@ return {1}
 CAS_DELETE = Script(
     "cas_delete",
     _CHECK_INDEXES
+    + _HISTORY
     + """
--- KEYS[1] thread document, KEYS[2] the thread id set, KEYS[3], KEYS[4] its owner's indexes;
--- ARGV[1] expected text, ARGV[2] thread id
+-- KEYS[1] thread document, KEYS[2] the thread id set, KEYS[3], KEYS[4] its owner's indexes,
+-- KEYS[5] the thread's history, KEYS[6] the owner's set of history keys (both optional);
+-- ARGV[1] expected text, ARGV[2] thread id. The thread's history goes with it.
 local current = redis.call('GET', KEYS[1])
 if current ~= false and current ~= ARGV[1] then return {0, current} end
-local refused = check_indexes(2)
+local refused = check_indexes(2, 4)
+if not refused and #KEYS >= 6 then refused = check_history(KEYS[5], KEYS[6]) end
 if refused then return refused end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('ZREM', KEYS[4], ARGV[2])
+if #KEYS >= 6 then erase_history(KEYS[5], KEYS[6]) end
 if current == false then return {1, 0} end
 return {1, 1}
 """,
@@ -302,6 +355,117 @@ return out
 """,
 )
 
+INSERT_VERSIONS = Script(
+    "insert_versions",
+    _CHECK_INDEXES
+    + _HISTORY
+    + """
+-- Import versions as given. Per version i: KEYS[2i-1] its history, KEYS[2i] the owner's set of history keys;
+-- ARGV[2i-1] the version number, ARGV[2i] its payload. A number already present in that history is skipped.
+-- Returns how many were added. Every key's type is checked before anything is written.
+for i = 1, #KEYS / 2 do
+  local refused = check_history(KEYS[2 * i - 1], KEYS[2 * i])
+  if refused then return refused end
+end
+local added = 0
+for i = 1, #KEYS / 2 do
+  local history, number = KEYS[2 * i - 1], ARGV[2 * i - 1]
+  if redis.call('ZCOUNT', history, number, number) == 0 then
+    redis.call('ZADD', history, number, number .. ':' .. ARGV[2 * i])
+    redis.call('SADD', KEYS[2 * i], history)
+    added = added + 1
+  end
+end
+return added
+""",
+)
+
+ERASE_THREADS = Script(
+    "erase_threads",
+    _CHECK_INDEXES
+    + _HISTORY
+    + """
+-- delete_resource, its threads (one batch). KEYS[1] the thread id set, KEYS[2], KEYS[3] the resource's
+-- created_at and updated_at indexes, KEYS[4] its set of history keys; per thread i: KEYS[3 + 2i] its document,
+-- KEYS[4 + 2i] its history. ARGV[2i-1] the thread id, ARGV[2i] its document text as read (the owner checked
+-- on it). Each thread still holding that text is deleted with its index entries and history (a
+-- compare-and-set each); one already gone has its index entries and history removed. Returns
+-- {versions, id1, state1, text1, ...}: state 'd' deleted, 'g' gone already, 'c' changed since it was read
+-- (text: the current document).
+local refused = check_indexes(1, 3) or check_type(KEYS[4], 'set', 'set')
+if refused then return refused end
+for i = 1, (#KEYS - 4) / 2 do
+  refused = check_sorted_set(KEYS[4 + 2 * i])
+  if refused then return refused end
+end
+local out = {0}
+for i = 1, (#KEYS - 4) / 2 do
+  local id = ARGV[2 * i - 1]
+  local current = redis.pcall('GET', KEYS[3 + 2 * i])
+  out[#out + 1] = id
+  if type(current) == 'table' then  -- not a string: no thread, left as it is
+    out[#out + 1] = 'c'
+    out[#out + 1] = ''
+  elseif current ~= false and current ~= ARGV[2 * i] then
+    out[#out + 1] = 'c'
+    out[#out + 1] = current
+  else
+    -- the thread, or an index entry and history left by a thread another program deleted
+    if current == false then
+      out[#out + 1] = 'g'
+    else
+      redis.call('DEL', KEYS[3 + 2 * i])
+      out[#out + 1] = 'd'
+    end
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    out[1] = out[1] + erase_history(KEYS[4 + 2 * i], KEYS[4])
+    out[#out + 1] = ''
+  end
+end
+return out
+""",
+)
+
+ERASE_RESOURCE = Script(
+    "erase_resource",
+    _CHECK_INDEXES
+    + _HISTORY
+    + """
+-- delete_resource, the last step. KEYS[1] the resource document, KEYS[2] the resource id set, KEYS[3], KEYS[4]
+-- its created_at and updated_at thread indexes, KEYS[5] its set of history keys; ARGV[1] the resource id,
+-- ARGV[2] what thread document keys start with, then pairs: a thread id in the index that is not this
+-- resource's (another program moved or re-created it) and its document text as read. Every index entry must be
+-- accounted for: its document gone (or not a string), or still that other owner's text. Otherwise a thread of
+-- this resource was created since its threads were erased: {0, id1, id2, ...}, nothing changed (erase those
+-- first). Else the document, its id, both indexes and every history key the set names (both scopes, also of
+-- threads another program deleted) go: {1, existed (0/1), versions removed}.
+local refused = check_indexes(2, 4) or check_type(KEYS[5], 'set', 'set')
+if refused then return refused end
+local foreign = {}
+for i = 3, #ARGV, 2 do foreign[ARGV[i]] = ARGV[i + 1] end
+local left = {0}
+for _, id in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+  local current = redis.pcall('GET', ARGV[2] .. id)
+  if type(current) == 'string' and current ~= foreign[id] then left[#left + 1] = id end
+end
+if #left > 1 then return left end
+local existed = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[3])
+redis.call('DEL', KEYS[4])
+local versions = 0
+for _, history in ipairs(redis.call('SMEMBERS', KEYS[5])) do
+  local count = redis.pcall('ZCARD', history)
+  if type(count) == 'number' then versions = versions + count end
+  redis.call('DEL', history)
+end
+redis.call('DEL', KEYS[5])
+return {1, existed, versions}
+""",
+)
+
 SCRIPTS: tuple[Script, ...] = (
     CAS_SET,
     CAS_DELETE,
@@ -313,5 +477,8 @@ SCRIPTS: tuple[Script, ...] = (
     ADD_IDS,
     ID_PAGE,
     OWNED_THREADS,
+    INSERT_VERSIONS,
+    ERASE_THREADS,
+    ERASE_RESOURCE,
 )
 """Every script the adapter runs (cached on the server when a storage opens)."""

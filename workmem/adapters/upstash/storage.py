@@ -20,8 +20,12 @@ from workmem.aio import AsyncMemoryStorage
 from workmem.errors import BackendBusyError, ThreadExistsError, ThreadNotFoundError, UnreadableRecordError
 from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
+    ErasedResource,
+    HistoryKey,
     MemoryStorage,
+    MemoryVersion,
     MergeChange,
+    Recording,
     ResourceChange,
     ThreadChange,
     backoff,
@@ -30,6 +34,7 @@ from workmem.kit import (
     merge_document,
     replaced_thread,
     run_sync,
+    thread_working_memory,
     thread_working_memory_to_merge,
     updated_resource,
     updated_thread,
@@ -45,15 +50,19 @@ from .scripts import (
     ADD_IDS,
     CAS_DELETE,
     CAS_SET,
+    ERASE_RESOURCE,
+    ERASE_THREADS,
     ID_PAGE,
     INDEX_IF_UNCHANGED,
     INSERT_ABSENT,
+    INSERT_VERSIONS,
     LIST_PAGE,
     OWNED_THREADS,
     PUT,
     UNINDEX_IF_UNCHANGED,
 )
 from .settings import UpstashSettings
+from .versions import decode_version, imported_payload, recorded_payload
 
 __all__ = ["AsyncUpstashStorage", "ReindexResult", "UpstashHooks", "UpstashStorage"]
 
@@ -93,6 +102,16 @@ class ReindexResult:
 
 
 @dataclass(frozen=True, slots=True)
+class _Version:
+    """The version a write records, in its script: the history key, its owner's set of history keys, the payload."""
+
+    history: str
+    history_keys: str
+    payload: str
+    keep: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Write(Generic[T]):
     """One planned compare-and-set: the new document text (``None`` deletes) and what the call returns."""
 
@@ -100,6 +119,8 @@ class _Write(Generic[T]):
     result: T
     thread: Thread | None = None
     """The thread whose index entries the write maintains (thread documents only)."""
+    version: _Version | None = None
+    """The history version the write records in the same script (history on and the write sets working memory)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +139,9 @@ class UpstashHooks(StorageHooks):
     The hooks, once, over :class:`~.connection.BaseRestClient` (blocking or async).
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(cross_process_atomic=True, persistent=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        cross_process_atomic=True, persistent=True, history=True, erase=True
+    )
 
     def __init__(self, settings: UpstashSettings, client: BaseRestClient) -> None:
         self._settings = settings
@@ -149,13 +172,24 @@ class UpstashHooks(StorageHooks):
             await self._pause(backoff(attempt))
         raise BackendBusyError(f"gave up on {key!r} after {_MAX_ATTEMPTS} conflicting concurrent writes")
 
+    def _version(
+        self, record: Recording | None, key: HistoryKey, content: str | None, now: datetime
+    ) -> _Version | None:
+        """What a write told to ``record`` stores in ``key``'s history (``None``: nothing, history is off)."""
+        if record is None:
+            return None
+        payload = recorded_payload(record, content, now)
+        return _Version(self.keys.history(key), self.keys.history_keys(key.resource_id), payload, record.keep)
+
     async def _apply(
         self, key: str, record_id: str, expected: str | None, step: _Write[Any]
     ) -> tuple[bool, str | None]:
-        """One compare-and-set script: all of the write (document, id set and index entries) or none of it."""
+        """One compare-and-set script: all of the write (document, id set, index entries, version) or none of it."""
         if step.text is None:
             assert step.thread is not None and expected is not None
-            keys = [key, self.keys.thread_ids, *self.keys.thread_indexes(step.thread.resource_id)]
+            owner = step.thread.resource_id
+            keys = [key, self.keys.thread_ids, *self.keys.thread_indexes(owner)]
+            keys += [self.keys.history(HistoryKey(owner, record_id)), self.keys.history_keys(owner)]
             reply = await self._client.evaluate(CAS_DELETE, keys, [expected, record_id])
             if reply[0] == 1 and reply[1] == 0:  # gone already (a racing delete): this one deleted nothing
                 return False, None
@@ -166,6 +200,11 @@ class UpstashHooks(StorageHooks):
             else:
                 keys = [key, self.keys.thread_ids, *self.keys.thread_indexes(step.thread.resource_id)]
                 args += [epoch_ms(step.thread.created_at), epoch_ms(step.thread.updated_at)]
+            if step.version is not None:
+                version = step.version
+                keys += [version.history, version.history_keys]
+                args += [] if step.thread is not None else ["", ""]
+                args += [version.payload, "" if version.keep is None else version.keep]
             reply = await self._client.evaluate(CAS_SET, keys, args)
         if reply[0] == 1:
             return True, None
@@ -190,7 +229,8 @@ class UpstashHooks(StorageHooks):
             # The size limit is decided on the document read: the script writes only while it is still that one.
             old, raw = (None, None) if current is None else decode_resource(current, key, resource_id)
             new = updated_resource(old, resource_id, change)
-            return _Write(encode_resource(new, raw), new)
+            version = self._version(change.record, HistoryKey(resource_id), new.working_memory, change.now)
+            return _Write(encode_resource(new, raw), new, version=version)
 
         return await self._cas(key, resource_id, plan)
 
@@ -228,7 +268,9 @@ class UpstashHooks(StorageHooks):
                 raise ThreadNotFoundError(thread_id)
             old, raw = decode_thread(current, key, thread_id)
             new = updated_thread(old, change)
-            return _Write(encode_thread(new, raw), new, new)
+            memory = thread_working_memory(new.metadata)
+            version = self._version(change.record, HistoryKey(new.resource_id, thread_id), memory, change.now)
+            return _Write(encode_thread(new, raw), new, new, version)
 
         return await self._cas(key, thread_id, plan)
 
@@ -310,7 +352,7 @@ class UpstashHooks(StorageHooks):
     # -- working memory ------------------------------------------------------------
 
     async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
-        patch, now, max_chars = change.patch, change.now, change.max_chars
+        patch, now, max_chars, record = change.patch, change.now, change.max_chars, change.record
         # Merged and measured in Python on the document read (Lua's cjson writes other JSON text); the
         # compare-and-set script stores the result only while the document is still that one.
         if target.scope == "resource":
@@ -322,7 +364,8 @@ class UpstashHooks(StorageHooks):
                 old, raw = (None, None) if current is None else decode_resource(current, key, owner)
                 merged, text = merge_document(old.working_memory if old else None, patch, max_chars)
                 new = updated_resource(old, owner, ResourceChange(text, UNSET, now))
-                return _Write(encode_resource(new, raw), merged)
+                version = self._version(record, HistoryKey(owner), text, now)
+                return _Write(encode_resource(new, raw), merged, version=version)
 
             return await self._cas(key, owner, plan_resource)
 
@@ -337,7 +380,8 @@ class UpstashHooks(StorageHooks):
             check_owner(old, target.resource_id)
             merged, text = merge_document(thread_working_memory_to_merge(old.metadata), patch, max_chars)
             new = with_thread_memory(old, text, now)
-            return _Write(encode_thread(new, raw), merged, new)
+            version = self._version(record, HistoryKey(old.resource_id, thread_id), text, now)
+            return _Write(encode_thread(new, raw), merged, new, version)
 
         return await self._cas(key, thread_id, plan_thread)
 
@@ -454,6 +498,88 @@ class UpstashHooks(StorageHooks):
         # The script writes only while the document is still the one whose owner was checked.
         return await self._cas(key, thread.id, plan)
 
+    # -- history and erasure -------------------------------------------------------
+    #
+    # A version is written by the write's own compare-and-set script (CAS_SET: numbered one above the newest,
+    # retention applied, its key added to the owner's set of history keys); CAS_DELETE drops a thread's history
+    # with the thread. delete_resource cannot be one script (the threads of a resource are found by a SCAN, and
+    # one request carries a bounded batch): it is the steps of _delete_resource, each atomic, re-runnable.
+
+    async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        high = "+inf" if before is None else f"({before}"
+        members = await self._client.execute(
+            "ZREVRANGEBYSCORE", self.keys.history(key), high, "-inf", "LIMIT", 0, limit
+        )
+        return [decode_version(key, member) for member in members]
+
+    async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        added = 0
+        for start in range(0, len(versions), _BATCH):
+            keys: list[str] = []
+            args: list[str | int] = []
+            for version in versions[start : start + _BATCH]:
+                keys += [self.keys.history(version.key), self.keys.history_keys(version.resource_id)]
+                args += [version.version, imported_payload(version)]
+            added += int(await self._client.evaluate(INSERT_VERSIONS, keys, args))
+        return added
+
+    async def _delete_resource(self, resource_id: str) -> ErasedResource:
+        """The resource, its threads and the history of both scopes, in steps that are each one script.
+
+        1. One ``SCAN`` of the thread documents finds the resource's threads (also those the TypeScript
+           adapter wrote, which no index holds). 2. :data:`ERASE_THREADS` deletes them in batches, each thread
+           with its index entries and history, each only while its document is the one whose owner was read.
+           3. :data:`ERASE_RESOURCE` deletes the resource document, its indexes and every history key left
+           (both scopes) -- unless the resource's index names a thread created since, which goes back to 2.
+        An interrupted run leaves a part of the user; running it again removes the rest.
+        """
+        start = self.keys.thread_key_start
+        pending = {
+            thread_id: text
+            for thread_id, text in (await self._owned_documents(resource_id)).items()
+            if _stored_owner(text, start + thread_id, thread_id)[0] == resource_id
+        }
+        foreign: dict[str, str] = {}  # index entries of threads that are another resource's now
+        threads: set[str] = set()
+        versions = 0
+        indexes = list(self.keys.thread_indexes(resource_id))
+        history_keys = self.keys.history_keys(resource_id)
+        for attempt in range(_MAX_ATTEMPTS):
+            while pending:
+                batch = _erase_batch(pending)
+                keys = [self.keys.thread_ids, *indexes, history_keys]
+                args: list[str | int] = []
+                for thread_id in batch:
+                    keys += [self.keys.thread(thread_id), self.keys.history(HistoryKey(resource_id, thread_id))]
+                    args += [thread_id, pending.pop(thread_id)]
+                reply = await self._client.evaluate(ERASE_THREADS, keys, args)
+                versions += int(reply[0])
+                for index in range(1, len(reply), 3):
+                    thread_id, state, text = reply[index], reply[index + 1], reply[index + 2]
+                    if state == "d":
+                        threads.add(thread_id)
+                    elif state == "c" and _stored_owner(text, start + thread_id, thread_id)[0] == resource_id:
+                        pending[thread_id] = text  # rewritten since it was read: still the user's, again
+            args = [resource_id, start]
+            for thread_id, text in foreign.items():
+                args += [thread_id, text]
+            reply = await self._client.evaluate(
+                ERASE_RESOURCE, [self.keys.resource(resource_id), self.keys.resource_ids, *indexes, history_keys], args
+            )
+            if reply[0] == 1:
+                erased = ErasedResource(resource_id, reply[1] == 1, tuple(sorted(threads)), versions + int(reply[2]))
+                return erased
+            left: list[str] = reply[1:]
+            for thread_id, text in zip(left, await self._mget([start + i for i in left]), strict=True):
+                if text is None:
+                    pending[thread_id] = ""  # gone: its index entries and history still go (state 'g')
+                elif _stored_owner(text, start + thread_id, thread_id)[0] == resource_id:
+                    pending[thread_id] = text  # created since the scan
+                else:
+                    foreign[thread_id] = text
+            await self._pause(backoff(attempt))
+        raise BackendBusyError(f"gave up erasing resource {resource_id!r} after {_MAX_ATTEMPTS} concurrent writes")
+
     # -- maintenance ---------------------------------------------------------------
 
     async def _scan(self, pattern: str) -> list[str]:
@@ -544,6 +670,18 @@ def _stored_owner(text: str, key: str, thread_id: str) -> tuple[str | None, dict
     except UnreadableRecordError:
         return raw_owner(text)
     return old.resource_id, raw
+
+
+def _erase_batch(pending: dict[str, str]) -> list[str]:
+    """The thread ids of one :data:`ERASE_THREADS` script: at most :data:`_BATCH`, about :data:`_SCRIPT_BYTES`."""
+    batch: list[str] = []
+    size = 0
+    for thread_id, text in pending.items():
+        if batch and (len(batch) >= _BATCH or size + len(text) > _SCRIPT_BYTES):
+            break
+        batch.append(thread_id)
+        size += len(text)
+    return batch
 
 
 def _deletable(text: str, key: str, thread_id: str) -> Thread:
