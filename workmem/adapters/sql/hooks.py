@@ -46,15 +46,26 @@ from workmem.errors import (
     UnreadableRecordError,
     WorkmemError,
 )
-from workmem.history import ErasedResource, HistoryKey, MemoryVersion
-from workmem.hooks import ListQuery, ScopeTarget, StorageHooks, read_record_page
 from workmem.kit import (
+    UNSET,
+    ErasedResource,
+    HistoryKey,
+    ListQuery,
+    MemoryVersion,
     MergeChange,
+    Recording,
+    RecordPage,
+    Resource,
     ResourceChange,
+    ScopeTarget,
+    StorageHooks,
+    Thread,
     ThreadChange,
+    ThreadPage,
     check_owner,
     memory_given,
     merge_document,
+    read_record_page,
     thread_working_memory,
     thread_working_memory_to_merge,
     updated_resource,
@@ -63,7 +74,6 @@ from workmem.kit import (
     with_thread_memory,
 )
 from workmem.masking import raise_unchained
-from workmem.records import UNSET, RecordPage, Resource, Thread, ThreadPage
 
 from .dialect import Dialect, KeyRead, Statement
 from .rows import load_json, resource_from_row, thread_from_row, version_from_row
@@ -467,7 +477,7 @@ class SqlHooks(StorageHooks):
     # -- working memory ------------------------------------------------------------
 
     async def _merge_working_memory(self, target: ScopeTarget, change: MergeChange) -> dict[str, Any]:
-        patch, now, max_chars = change.patch, change.now, change.max_chars
+        patch, now, max_chars, record = change.patch, change.now, change.max_chars, change.record
         # A max_chars limit is decided on the merged text as workmem writes it (dump_json), which no database's
         # own JSON output matches exactly (spacing, escapes, number formats, bytes): with a limit, the merge is
         # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
