@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import workmem
+from tests.support.no_history import no_history_url
 from workmem import Thread
 from workmem.cli import main
 
@@ -83,9 +84,7 @@ def test_json_of_a_missing_thread_is_empty(url: str) -> None:
 def test_refusals_exit_2_with_the_reason(url: str, tmp_path: Path) -> None:
     status, out, err = run_cli("history", url, "--resource", "u2", "--thread", "t1")  # t1 is u1's
     assert (status, out) == (2, "") and "ThreadOwnershipError" in err
-    libsql = f"file:{tmp_path / 'plain.db'}"
-    workmem.connect(libsql).close()  # its tables exist; the adapter keeps no history (yet)
-    status, out, err = run_cli("history", libsql, "--resource", "u1")
+    status, out, err = run_cli("history", no_history_url(), "--resource", "u1")  # an adapter without history
     assert (status, out) == (2, "") and "OperationNotSupportedError" in err, err
     with pytest.raises(SystemExit) as exited:
         run_cli("history", url, "--resource", "u1", "--limit", "0")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import workmem
+from tests.support.no_history import no_history_url
 from workmem import MemoryStorage, Thread
 from workmem.cli import main
 from workmem.history import HistoryKey, MemoryVersion
@@ -115,7 +116,7 @@ def test_copy_carries_history_where_both_sides_keep_it_and_counts_it_dropped_els
         report = copy(source, target)
         assert report.ok and report.counts["version", "inserted"] == 12
         assert history(target, HistoryKey(USER, "t1")) == history(source, HistoryKey(USER, "t1"))
-        plain = f"file:{tmp_path / 'plain.db'}"
+        plain = no_history_url()
         report = copy(source, plain)
         assert report.ok and report.counts["version", "dropped"] == 12, report.summary()
         assert "versions: 12 dropped" in report.summary()
@@ -127,7 +128,7 @@ def test_an_import_into_a_store_without_history_keeps_the_records_and_drops_the_
     with filled(named()) as source:
         out = io.BytesIO()
         export_records(source, out, resource_id=USER)
-    plain = f"file:{tmp_path / 'plain.db'}"
+    plain = no_history_url()
     report = import_records(plain, io.BytesIO(out.getvalue()))
     assert report.ok and report.counts["version", "dropped"] == 6 and report.counts["thread", "inserted"] == 2
     with workmem.connect(plain) as storage:
