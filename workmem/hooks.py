@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from workmem.errors import OperationNotSupportedError, UnreadableRecordError
-from workmem.history import ErasedResource, HistoryKey, HistoryPolicy, MemoryVersion
+from workmem.history import ErasedResource, HistoryKey, HistoryPolicy, MemoryVersion, Recording
 from workmem.records import Direction, OrderBy, RecordPage, Resource, Scope, Thread, ThreadPage
 from workmem.validation import dump_json
 
@@ -142,8 +142,12 @@ class StorageHooks(ABC):
         """The stored resource, or ``None``."""
 
     @abstractmethod
-    async def _save_resource(self, resource: Resource) -> Resource:
-        """Create ``resource`` or replace it whole, timestamps as given; return what is stored."""
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
+        """Create ``resource`` or replace it whole, timestamps as given; return what is stored.
+
+        With ``record`` (history on), a working memory that differs from the stored one (none stored
+        counts as ``None``) is recorded as a version in the same atomic step; an unchanged one is not.
+        """
 
     @abstractmethod
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
@@ -159,12 +163,21 @@ class StorageHooks(ABC):
         """The stored thread, whoever owns it, or ``None``."""
 
     @abstractmethod
-    async def _create_thread(self, thread: Thread) -> Thread:
-        """Insert ``thread``; :class:`~workmem.errors.ThreadExistsError` when the id exists. One atomic step."""
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        """Insert ``thread``; :class:`~workmem.errors.ThreadExistsError` when the id exists. One atomic step.
+
+        With ``record`` (history on, and a ``workingMemory`` string in the metadata), that working
+        memory is recorded as the thread's version 1 in the same atomic step.
+        """
 
     @abstractmethod
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
-        """Insert ``thread``, or :func:`workmem.changes.replaced_thread` of the stored one, atomically."""
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
+        """Insert ``thread``, or :func:`workmem.changes.replaced_thread` of the stored one, atomically.
+
+        With ``record`` (history on), a working memory (:func:`~workmem.arguments.thread_working_memory`)
+        that differs from the stored thread's (none stored counts as ``None``) is recorded as a version in
+        the same atomic step; an unchanged one is not.
+        """
 
     @abstractmethod
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:

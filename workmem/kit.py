@@ -63,7 +63,8 @@ And the contract itself, so that an adapter imports this module and
 * **History and erasure** (``Capabilities.history``/``erase``) -- :class:`~workmem.history.Recording` (what a
   write records, in its atomic step), :class:`~workmem.history.HistoryKey`, :class:`~workmem.history.MemoryVersion`,
   :func:`~workmem.history.kept_versions` (retention), :func:`~workmem.history.with_version` (a version appended
-  in Python), :class:`~workmem.history.ErasedResource`, :data:`~workmem.history.HISTORY_TABLE`.
+  in Python), :class:`~workmem.history.ErasedResource`, :class:`~workmem.history.HistoryPolicy`,
+  :data:`~workmem.history.HISTORY_TABLE`.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ from workmem.history import (
     HISTORY_TABLE,
     ErasedResource,
     HistoryKey,
+    HistoryPolicy,
     MemoryVersion,
     Recording,
     kept_versions,
@@ -153,6 +155,7 @@ __all__ = [
     "DriverError",
     "ErasedResource",
     "HistoryKey",
+    "HistoryPolicy",
     "ListQuery",
     "MemoryStorage",
     "MemoryVersion",

@@ -10,6 +10,7 @@ awaits them; the agent layer (:mod:`workmem.agent.operations`) awaits them for
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from datetime import datetime
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -91,11 +92,13 @@ BULK_BATCH = 500
 # -- the operations ----------------------------------------------------------------------
 
 
-def _recording(hooks: StorageHooks, kind: VersionKind, source: object = None) -> Recording | None:
+def _recording(
+    hooks: StorageHooks, kind: VersionKind, source: object = None, at: datetime | None = None
+) -> Recording | None:
     """What a write records in history (``None``: history is off); ``source`` is checked either way."""
     checked, text = check_source(source)
     policy = hooks.history
-    return None if policy is None else Recording(kind, checked, text, policy.keep)
+    return None if policy is None else Recording(kind, checked, text, policy.keep, at)
 
 
 async def get_resource(hooks: StorageHooks, resource_id: str) -> Resource | None:
@@ -103,7 +106,11 @@ async def get_resource(hooks: StorageHooks, resource_id: str) -> Resource | None
 
 
 async def save_resource(hooks: StorageHooks, resource: Resource) -> Resource:
-    return await hooks._save_resource(check_record(resource, Resource))
+    checked = check_record(resource, Resource)
+    record = _recording(hooks, "set", at=utc_now())
+    if record is None:  # an adapter without history is never handed the argument
+        return await hooks._save_resource(checked)
+    return await hooks._save_resource(checked, record)
 
 
 async def update_resource(
@@ -133,11 +140,19 @@ async def get_thread(hooks: StorageHooks, thread_id: str, resource_id: str | Non
 
 
 async def create_thread(hooks: StorageHooks, thread: Thread) -> Thread:
-    return await hooks._create_thread(check_record(thread, Thread))
+    checked = check_record(thread, Thread)
+    record = None if memory_given(checked.metadata) is None else _recording(hooks, "set", at=utc_now())
+    if record is None:
+        return await hooks._create_thread(checked)
+    return await hooks._create_thread(checked, record)
 
 
 async def save_thread(hooks: StorageHooks, thread: Thread) -> Thread:
-    return await hooks._save_thread(check_record(thread, Thread), utc_now())
+    checked = check_record(thread, Thread)
+    record = _recording(hooks, "set")
+    if record is None:
+        return await hooks._save_thread(checked, utc_now())
+    return await hooks._save_thread(checked, utc_now(), record)
 
 
 async def update_thread(

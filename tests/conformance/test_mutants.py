@@ -935,7 +935,33 @@ class EraseInSteps(ReferenceHooks):
         return ErasedResource(resource_id, resource, tuple(sorted(threads)), versions)
 
 
+class WholeRecordWritesUnrecorded(ReferenceHooks):
+    """Records the working-memory operations only: create_thread, save_thread and save_resource change working
+    memory without a version (what history did before whole-record writes were recorded)."""
+
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
+        return await super()._save_resource(resource)
+
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        return await super()._create_thread(thread)
+
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
+        return await super()._save_thread(thread, now)
+
+
+class UnchangedMemoryRecorded(ReferenceHooks):
+    """save_resource records a version on every save, its working memory changed or not."""
+
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
+        with self._store.lock:
+            saved = await super()._save_resource(resource)
+            self._store.record(record, HistoryKey(resource.id), resource.working_memory, record.at if record else None)
+        return saved
+
+
 MUTANTS_HISTORY: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
+    (WholeRecordWritesUnrecorded, {"history_whole_record_writes"}, {"history_whole_record_writes"}),
+    (UnchangedMemoryRecorded, {"history_whole_record_writes"}, {"history_whole_record_writes"}),
     (RecordsRefusedWrites, {"history_atomic_with_write"}, {"history_atomic_with_write"}),
     (NoRetention, {"history_retention"}, {"history_retention"}),
     (RacyNumbering, {"history_complete_under_concurrency"}, {"history_complete_under_concurrency"}),

@@ -101,6 +101,11 @@ class _Records(dict[str, V]):
         self.ids.clear()
 
 
+def _at(record: Recording | None, written: Resource | Thread) -> datetime:
+    """When a whole-record write happened: the call's time (its record's timestamps are the caller's)."""
+    return written.updated_at if record is None or record.at is None else record.at
+
+
 class _Store:
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -169,9 +174,12 @@ class ReferenceHooks(StorageHooks):
             resource = self._store.resources.get(resource_id)
         return None if resource is None else private_copy(resource)
 
-    async def _save_resource(self, resource: Resource) -> Resource:
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
         with self._store.lock:
+            old = self._store.resources.get(resource.id)
             self._store.resources[resource.id] = private_copy(resource)
+            if (None if old is None else old.working_memory) != resource.working_memory:
+                self._store.record(record, HistoryKey(resource.id), resource.working_memory, _at(record, resource))
         return resource
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
@@ -188,17 +196,23 @@ class ReferenceHooks(StorageHooks):
             thread = self._store.threads.get(thread_id)
         return None if thread is None else private_copy(thread)
 
-    async def _create_thread(self, thread: Thread) -> Thread:
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
         with self._store.lock:
             if thread.id in self._store.threads:
                 raise ThreadExistsError(thread.id)
             self._store.threads[thread.id] = private_copy(thread)
+            memory = thread_working_memory(thread.metadata)
+            self._store.record(record, HistoryKey(thread.resource_id, thread.id), memory, _at(record, thread))
         return thread
 
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
         with self._store.lock:
-            new = replaced_thread(self._store.threads.get(thread.id), private_copy(thread), now)
+            old = self._store.threads.get(thread.id)
+            new = replaced_thread(old, private_copy(thread), now)
             self._store.threads[thread.id] = new
+            memory = thread_working_memory(new.metadata)
+            if (None if old is None else thread_working_memory(old.metadata)) != memory:
+                self._store.record(record, HistoryKey(new.resource_id, new.id), memory, now)
         return private_copy(new)
 
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.errors import (
+    ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     VersionNotFoundError,
@@ -22,7 +23,7 @@ from workmem.errors import (
     WorkingMemoryTooLargeError,
 )
 from workmem.history import HistoryKey, MemoryVersion
-from workmem.records import Scope, Thread
+from workmem.records import Resource, Scope, Thread
 from workmem.storage import MemoryStorage
 from workmem.timestamps import utc_now
 
@@ -245,6 +246,42 @@ def history_atomic_with_write(ctx: CheckContext) -> None:
         {"restoredFrom": 2},
     )
     assert not versions_of(conn, HistoryKey(other)), "writes naming another owner recorded versions of that owner"
+
+
+@_history_check(
+    "history_whole_record_writes",
+    "with history on, a write of the whole record records its working memory where it changes it: create_thread "
+    "with a workingMemory string (version 1), save_thread and save_resource when the text differs from the stored "
+    "one (a cleared resource memory as content None), none when it is the same; a refused create or save (the id "
+    "taken, another owner) records nothing",
+)
+def history_whole_record_writes(ctx: CheckContext) -> None:
+    conn = ctx.open(history=True)
+    ledger = _Ledger(conn)
+    p = ctx.prefix()
+    r, other, tid, plain = p + "r", p + "other", p + "t", p + "plain"
+    res, thr = HistoryKey(r), HistoryKey(r, tid)
+
+    def thread(memory: str, **extra: Any) -> Thread:
+        return Thread(tid, r, "whole", {"workingMemory": memory, **extra})
+
+    ledger.recorded("create_thread with a working memory", thr, lambda: conn.create_thread(thread("a")), "set", None)
+    ledger.silent(
+        "save_thread of a new thread without one", HistoryKey(r, plain), lambda: conn.save_thread(Thread(plain, r))
+    )
+    ledger.unrecorded("create_thread of a taken id", thr, lambda: conn.create_thread(thread("b")), ThreadExistsError)
+    ledger.silent("save_thread keeping the memory", thr, lambda: conn.save_thread(thread("a", k=1)))
+    ledger.recorded("save_thread changing the memory", thr, lambda: conn.save_thread(thread("b")), "set", None)
+    taken = Thread(tid, other, "whole", {"workingMemory": "c"})
+    ledger.unrecorded("save_thread of another owner", thr, lambda: conn.save_thread(taken), ThreadOwnershipError)
+
+    ledger.recorded("save_resource (new)", res, lambda: conn.save_resource(Resource(r, "m")), "set", None)
+    ledger.silent("save_resource keeping the memory", res, lambda: conn.save_resource(Resource(r, "m", {"k": 1})))
+    ledger.recorded("save_resource changing it", res, lambda: conn.save_resource(Resource(r, "n")), "set", None)
+    ledger.recorded("save_resource clearing it", res, lambda: conn.save_resource(Resource(r)), "set", None)
+    ledger.silent(
+        "save_resource of a new resource without one", HistoryKey(other), lambda: conn.save_resource(Resource(other))
+    )
 
 
 # -- complete under concurrency ----------------------------------------------------------------------------------

@@ -48,11 +48,14 @@ __all__ = [
     "resource_document",
     "resource_from_document",
     "resource_insert",
+    "resource_insert_fields",
     "resource_metadata_value",
     "resource_rewrite",
+    "resource_set",
     "resource_upsert",
     "resource_working_memory",
     "sort_spec",
+    "stored_memory",
     "thread_from_document",
     "thread_insert",
     "thread_insert_fields",
@@ -60,6 +63,7 @@ __all__ = [
     "thread_restoration",
     "thread_rewrite",
     "thread_touch",
+    "thread_upsert_fields",
     "to_plain",
 ]
 
@@ -231,9 +235,29 @@ def thread_insert(thread: Thread) -> Document:
     return {"id": thread.id, "resourceId": thread.resource_id, **thread_insert_fields(thread)}
 
 
+def thread_upsert_fields(thread: Thread) -> Document:
+    """What an upsert of a new ``thread`` sets on insert: every field but ``id`` (the filter's), owner included."""
+    return {"resourceId": thread.resource_id, **thread_insert_fields(thread)}
+
+
+def resource_insert_fields(resource: Resource) -> Document:
+    """What an upsert of a new ``resource`` sets on insert: every field but ``id`` (revision 1)."""
+    return {**resource_document(resource), REV: 1}
+
+
+def resource_set(resource: Resource, old: Mapping[str, Any]) -> Document:
+    """What a compare-and-swap replacing the stored ``old`` with ``resource`` sets: every field, the next revision."""
+    return {**resource_document(resource), REV: next_rev(old)}
+
+
+def stored_memory(document: Mapping[str, Any] | None) -> str | None:
+    """The working memory a stored resource document holds, as workmem reads it (none stored: ``None``)."""
+    return None if document is None else resource_working_memory(document.get("workingMemory"))
+
+
 def resource_insert(resource: Resource) -> Document:
     """The whole new document of ``resource`` (revision 1)."""
-    return {"id": resource.id, **resource_document(resource), REV: 1}
+    return {"id": resource.id, **resource_insert_fields(resource)}
 
 
 def thread_restoration(thread: Thread) -> Document:

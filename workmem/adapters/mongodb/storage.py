@@ -64,14 +64,18 @@ from workmem.adapters.mongodb.documents import (
     Document,
     IndexSpec,
     cas_filter,
+    next_rev,
     raw_metadata,
     resource_document,
     resource_from_document,
     resource_insert,
+    resource_insert_fields,
     resource_rewrite,
+    resource_set,
     resource_upsert,
     resource_working_memory,
     sort_spec,
+    stored_memory,
     thread_from_document,
     thread_insert,
     thread_insert_fields,
@@ -79,6 +83,7 @@ from workmem.adapters.mongodb.documents import (
     thread_restoration,
     thread_rewrite,
     thread_touch,
+    thread_upsert_fields,
 )
 from workmem.adapters.mongodb.port import AwaitedDatabase, BlockingDatabase, CollectionPort, DatabasePort
 from workmem.adapters.mongodb.settings import MongoSettings, Secrets, checked_database
@@ -118,6 +123,7 @@ from workmem.kit import (
     merge_document,
     missing_tables,
     raise_unchained,
+    replaced_thread,
     run_sync,
     thread_working_memory,
     thread_working_memory_to_merge,
@@ -365,7 +371,9 @@ class MongoHooks(StorageHooks):
             document = await self._db.resources.find_one({"id": resource_id})
         return None if document is None else resource_from_document(document)
 
-    async def _save_resource(self, resource: Resource) -> Resource:
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
+        if record is not None:
+            return await self._save_resource_recorded(resource, record)
         update = {"$set": resource_document(resource), "$inc": {REV: 1}}
 
         async def attempt() -> Resource | None:
@@ -394,6 +402,25 @@ class MongoHooks(StorageHooks):
 
         return await self._rewrite_resource("update_resource", resource_id, rewrite, change.record, change.now)
 
+    async def _save_resource_recorded(self, resource: Resource, record: Recording) -> Resource:
+        """Compare-and-swap the whole resource in a transaction that records its working memory where it changed."""
+
+        async def attempt(db: DatabasePort) -> Resource | None:
+            old = await db.resources.find_one({"id": resource.id})
+            if old is None:
+                if not await self._insert_if_absent(db.resources, resource.id, resource_insert_fields(resource)):
+                    return None
+            elif not (await db.resources.update_one(cas_filter(old), {"$set": resource_set(resource, old)})).matched:
+                return None
+            if stored_memory(old) != resource.working_memory:
+                await self._record(
+                    db, record, HistoryKey(resource.id), resource.working_memory, record.at or resource.updated_at
+                )
+            return resource
+
+        with self._driver("save_resource"):
+            return await self._retry("save_resource", lambda: self._atomically(record, attempt))
+
     async def _upsert_resource(self, resource_id: str, working_memory: str | Unset | None, now: datetime) -> Resource:
         """No metadata to merge: one atomic upsert (:func:`resource_upsert`), no read."""
         update = resource_upsert(resource_id, working_memory, now)
@@ -418,7 +445,9 @@ class MongoHooks(StorageHooks):
             document = await self._db.threads.find_one({"id": thread_id})
         return None if document is None else thread_from_document(document)
 
-    async def _create_thread(self, thread: Thread) -> Thread:
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        if record is not None:
+            return await self._save_thread_recorded(thread, None, record)
         document = thread_insert(thread)
         with self._driver("create_thread"):
             try:
@@ -429,7 +458,9 @@ class MongoHooks(StorageHooks):
                 raise_unchained(ThreadExistsError(thread.id))  # the unique index on id refused it
         return thread
 
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
+        if record is not None:
+            return await self._save_thread_recorded(thread, now, record)
         owned = {"id": thread.id, "resourceId": thread.resource_id}
         replace = {"$set": thread_replacement(thread, now), "$inc": {REV: 1}}
         threads = self._db.threads
@@ -454,6 +485,37 @@ class MongoHooks(StorageHooks):
 
         with self._driver("save_thread"):
             return await self._retry("save_thread", attempt)
+
+    async def _save_thread_recorded(self, thread: Thread, now: datetime | None, record: Recording) -> Thread:
+        """``create_thread`` (``now`` ``None``) or ``save_thread`` in a transaction that records the thread's
+        working memory where it changed: compare-and-swap on the stored thread, the owner checked on it."""
+        memory = thread_working_memory(thread.metadata)
+
+        async def attempt(db: DatabasePort) -> Thread | None:
+            old = await db.threads.find_one({"id": thread.id})
+            if old is None:
+                if not await self._insert_if_absent(db.threads, thread.id, thread_upsert_fields(thread)):
+                    return None  # a racing insert: read again (create_thread then finds it and refuses)
+                new = thread
+                if memory is None:
+                    return new  # none stored counts as None: nothing changed
+            elif now is None:
+                raise ThreadExistsError(thread.id)
+            else:
+                stored = thread_from_document(old)
+                new = replaced_thread(stored, thread, now)  # another owner's thread: ThreadOwnershipError
+                replace = {**thread_replacement(thread, now), REV: next_rev(old)}
+                if not (await db.threads.update_one(cas_filter(old), {"$set": replace})).matched:
+                    return None
+                if thread_working_memory(stored.metadata) == memory:
+                    return new
+            await self._record(
+                db, record, HistoryKey(new.resource_id, new.id), memory, now or record.at or new.updated_at
+            )
+            return new
+
+        with self._driver("create_thread" if now is None else "save_thread"):
+            return await self._retry("save_thread", lambda: self._atomically(record, attempt))
 
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         owner = change.owner
@@ -681,8 +743,7 @@ class MongoStorage(MongoHooks, MemoryStorage):
             storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
             if not create:
                 run_sync(storage._check_collections())
-            run_sync(storage._probe())  # so that connect(url, history=...) on a standalone server refuses at once
-            return storage
+            return storage  # connect(url, history=...) asks the server then, through the history setter
         except BaseException:
             client.close()
             raise

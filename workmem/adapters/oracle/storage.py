@@ -46,7 +46,7 @@ from workmem.adapters.sql.rows import thread_from_row
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadOwnershipError, ValidationError, WorkmemError
 from workmem.history import MemoryVersion
-from workmem.kit import Capabilities, driver_error, import_driver, missing_tables, raise_unchained, run_sync
+from workmem.kit import Capabilities, Recording, driver_error, import_driver, missing_tables, raise_unchained, run_sync
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 
@@ -159,11 +159,15 @@ class OracleHooks(SqlHooks):
 
         return await self._attempts(work, read=False, transaction=True)
 
-    async def _create_thread(self, thread: Thread) -> Thread:
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        if record is not None:  # the SQL core's transaction, which records the version too
+            return await super()._create_thread(thread, record)
         statement = self.dialect.create_thread(thread)  # inserts, or changes nothing when the id exists
         return await self._merge_then_read(statement, thread.id, lambda: ThreadExistsError(thread.id))
 
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
+        if record is not None:
+            return await super()._save_thread(thread, now, record)
         statement = self.dialect.save_thread(thread, now)  # its update branch runs for the same owner only
         refused = functools.partial(ThreadOwnershipError, thread.id, thread.resource_id)
         return await self._merge_then_read(statement, thread.id, refused)

@@ -164,6 +164,10 @@ def _row_id(row: Sequence[Any]) -> str:
     return str(row[0])
 
 
+def _thread_key(thread: Thread) -> HistoryKey:
+    return HistoryKey(thread.resource_id, thread.id)
+
+
 class SqlHooks(StorageHooks):
     """The hooks on SQL, over a connection port and two policies that each backend implements.
 
@@ -323,8 +327,16 @@ class SqlHooks(StorageHooks):
     async def _get_resource(self, resource_id: str) -> Resource | None:
         return await self._read_key(self.dialect.resource_by_id, resource_id)
 
-    async def _save_resource(self, resource: Resource) -> Resource:
-        await self._execute(self.dialect.upsert_resource(resource))
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
+        if record is None:
+            await self._execute(self.dialect.upsert_resource(resource))
+            return resource
+        async with self._transaction() as tx:  # the stored memory, locked, decides whether this is a change
+            old = await self._lock_resource(tx, resource.id, resource.updated_at)
+            await tx.execute(self.dialect.upsert_resource(resource))
+            if (None if old is None else old.working_memory) != resource.working_memory:
+                key = HistoryKey(resource.id)
+                await self._record_version(tx, record, key, resource.working_memory, record.at or resource.updated_at)
         return resource
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
@@ -360,16 +372,35 @@ class SqlHooks(StorageHooks):
     async def _get_thread(self, thread_id: str) -> Thread | None:
         return await self._read_key(self.dialect.thread_by_id, thread_id)
 
-    async def _create_thread(self, thread: Thread) -> Thread:
-        if (await self._execute(self.dialect.create_thread(thread))).rowcount == 0:
-            raise ThreadExistsError(thread.id)
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        if record is None:
+            if (await self._execute(self.dialect.create_thread(thread))).rowcount == 0:
+                raise ThreadExistsError(thread.id)
+            return thread
+        async with self._transaction() as tx:
+            if (await tx.execute(self.dialect.create_thread(thread))).rowcount == 0:
+                raise ThreadExistsError(thread.id)
+            memory = thread_working_memory(thread.metadata)
+            await self._record_version(tx, record, _thread_key(thread), memory, record.at or thread.updated_at)
         return thread
 
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
-        rows = (await self._execute(self.dialect.save_thread(thread, now))).rows
-        if not rows:
-            raise ThreadOwnershipError(thread.id, thread.resource_id)
-        return thread_from_row(rows[0])
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
+        if record is None:
+            rows = (await self._execute(self.dialect.save_thread(thread, now))).rows
+            if not rows:
+                raise ThreadOwnershipError(thread.id, thread.resource_id)
+            return thread_from_row(rows[0])
+        async with self._transaction() as tx:  # the stored memory, locked, decides whether this is a change
+            stored = (await tx.execute(self.dialect.select_thread(thread.id, lock=True))).rows
+            old = thread_working_memory(thread_from_row(stored[0]).metadata) if stored else None
+            rows = (await tx.execute(self.dialect.save_thread(thread, now))).rows
+            if not rows:
+                raise ThreadOwnershipError(thread.id, thread.resource_id)
+            new = thread_from_row(rows[0])
+            memory = thread_working_memory(new.metadata)
+            if old != memory:  # none stored counts as None
+                await self._record_version(tx, record, _thread_key(new), memory, now)
+        return new
 
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
         limited = change.max_chars is not None and memory_given(change.metadata) is not None

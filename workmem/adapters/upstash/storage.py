@@ -217,10 +217,22 @@ class UpstashHooks(StorageHooks):
         text = await self._get(key)
         return None if text is None else decode_resource(text, key, resource_id)[0]
 
-    async def _save_resource(self, resource: Resource) -> Resource:
-        keys = [self.keys.resource(resource.id), self.keys.resource_ids]
-        await self._client.evaluate(PUT, keys, [encode_resource(resource), resource.id])
-        return resource
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
+        key = self.keys.resource(resource.id)
+        if record is None:
+            await self._client.evaluate(PUT, [key, self.keys.resource_ids], [encode_resource(resource), resource.id])
+            return resource
+
+        def plan(current: str | None) -> _Write[Resource]:
+            # A version only where the memory read (none: None) differs: the script writes only while it is that one.
+            old = None if current is None else decode_resource(current, key, resource.id)[0]
+            changed = (None if old is None else old.working_memory) != resource.working_memory
+            memory = resource.working_memory
+            at = record.at or resource.updated_at
+            version = self._version(record if changed else None, HistoryKey(resource.id), memory, at)
+            return _Write(encode_resource(resource), resource, version=version)
+
+        return await self._cas(key, resource.id, plan)
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         key = self.keys.resource(resource_id)
@@ -241,22 +253,29 @@ class UpstashHooks(StorageHooks):
         text = await self._get(key)
         return None if text is None else decode_thread(text, key, thread_id)[0]
 
-    async def _create_thread(self, thread: Thread) -> Thread:
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        memory = thread_working_memory(thread.metadata)
+        at = thread.updated_at if record is None or record.at is None else record.at
+        version = self._version(record, HistoryKey(thread.resource_id, thread.id), memory, at)
+
         def plan(current: str | None) -> _Write[Thread]:
             if current is not None:
                 raise ThreadExistsError(thread.id)
-            return _Write(encode_thread(thread), thread, thread)
+            return _Write(encode_thread(thread), thread, thread, version)
 
         # The script writes only while the key is missing (else it returns the text, and plan raises).
         return await self._cas(self.keys.thread(thread.id), thread.id, plan)
 
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
         key = self.keys.thread(thread.id)
 
         def plan(current: str | None) -> _Write[Thread]:
             old, raw = (None, None) if current is None else decode_thread(current, key, thread.id)
             new = replaced_thread(old, thread, now)
-            return _Write(encode_thread(new, raw), new, new)
+            memory = thread_working_memory(new.metadata)
+            changed = (None if old is None else thread_working_memory(old.metadata)) != memory
+            version = self._version(record if changed else None, HistoryKey(new.resource_id, new.id), memory, now)
+            return _Write(encode_thread(new, raw), new, new, version)
 
         return await self._cas(key, thread.id, plan)
 

@@ -26,6 +26,7 @@ from workmem.hooks import Capabilities, ListQuery, ScopeTarget, StorageHooks
 from workmem.kit import (
     MemoryStorage,
     MergeChange,
+    Recording,
     ResourceChange,
     ThreadChange,
     check_create,
@@ -174,7 +175,9 @@ class WireHooks(StorageHooks):
     async def _get_resource(self, resource_id: str) -> Resource | None:
         return await self._resource_or_none("get_resource", {"id": resource_id})
 
-    async def _save_resource(self, resource: Resource) -> Resource:
+    # The record arguments of the whole-record writes are never given: a store over the wire keeps no history.
+
+    async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
         return decode_resource(await self._do("save_resource", {"resource": encode_resource(resource)}))
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
@@ -187,10 +190,10 @@ class WireHooks(StorageHooks):
     async def _get_thread(self, thread_id: str) -> Thread | None:
         return await self._thread_or_none("get_thread", {"id": thread_id})
 
-    async def _create_thread(self, thread: Thread) -> Thread:
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
         return decode_thread(await self._do("create_thread", {"thread": encode_thread(thread)}))
 
-    async def _save_thread(self, thread: Thread, now: datetime) -> Thread:
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
         return decode_thread(await self._do("save_thread", {"thread": encode_thread(thread), "now": stamp(now)}))
 
     async def _update_thread(self, thread_id: str, change: ThreadChange) -> Thread:
