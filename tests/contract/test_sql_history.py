@@ -37,6 +37,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.history import HISTORY_TABLE, ErasedResource
+from workmem.kit import run_sync
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 BACKENDS = ("libsql", "sqld", "postgres")
@@ -413,3 +414,26 @@ def test_history_is_refused_nowhere_and_left_off_by_default(url: str) -> None:
         storage.set_working_memory("untracked", scope="resource", resource_id="u1")
         assert _versions(storage, scope="resource", resource_id="u1") == []
         assert storage.delete_resource("u1") == ErasedResource("u1", True, (), 0)
+
+
+def test_copy_carries_history_as_given_and_again_adds_none(url: str) -> None:
+    """``_insert_versions``: versions stored as given (number, time, kind, source), present ones skipped."""
+    from workmem.transfer import copy
+
+    with fresh_url("memory") as source_url, workmem.connect(source_url, history=True) as source:
+        source.set_working_memory("", scope="resource", resource_id="u1", source={"agent": "a", "n": [1]})
+        source.merge_working_memory({"a": 1}, scope="resource", resource_id="u1")
+        source.create_thread(_thread("t1", "u1"))
+        for index in range(150):  # more than one statement's batch
+            source.set_working_memory(f"v{index}", scope="thread", thread_id="t1")
+        with workmem.connect(url, history=True) as target:
+            assert copy(source, target).ok
+            for where in ({"scope": "resource", "resource_id": "u1"}, {"scope": "thread", "thread_id": "t1"}):
+                wanted = source.working_memory_history(limit=1000, **where).versions  # type: ignore[arg-type]
+                got = target.working_memory_history(limit=1000, **where).versions  # type: ignore[arg-type]
+                assert got == wanted and len(got) in (2, 150)
+            again = source.working_memory_history(scope="thread", thread_id="t1").versions
+            assert run_sync(target._insert_versions(again)) == 0
+            target.set_working_memory("next", scope="thread", thread_id="t1")  # numbering follows the imported
+            newest = target.working_memory_history(scope="thread", thread_id="t1", limit=1).versions[0]
+            assert (newest.version, newest.content, newest.kind) == (151, "next", "set")
