@@ -437,3 +437,17 @@ def test_copy_carries_history_as_given_and_again_adds_none(url: str) -> None:
             target.set_working_memory("next", scope="thread", thread_id="t1")  # numbering follows the imported
             newest = target.working_memory_history(scope="thread", thread_id="t1", limit=1).versions[0]
             assert (newest.version, newest.content, newest.kind) == (151, "next", "set")
+
+
+def test_imported_versions_go_in_statements_of_bounded_count_and_size() -> None:
+    from workmem.adapters.sql.hooks import VERSION_BATCH, VERSION_BATCH_CHARS, _version_batches
+    from workmem.history import MemoryVersion
+
+    def versions(count: int, size: int) -> list[MemoryVersion]:
+        return [MemoryVersion("u1", None, n, "x" * size, T0, "import") for n in range(1, count + 1)]
+
+    assert [len(b) for b in _version_batches(versions(250, 1))] == [VERSION_BATCH, VERSION_BATCH, 50]
+    big = VERSION_BATCH_CHARS // 3
+    assert [len(b) for b in _version_batches(versions(7, big))] == [3, 3, 1]
+    assert [len(b) for b in _version_batches(versions(2, VERSION_BATCH_CHARS + 1))] == [1, 1]  # one alone always goes
+    assert list(_version_batches([])) == []

@@ -94,7 +94,9 @@ T = TypeVar("T")
 LIST_ATTEMPTS = 10
 """How often a page past the last is read again when threads are created between it and its count."""
 VERSION_BATCH = 100
-"""Versions inserted per statement by ``_insert_versions`` (8 parameters each)."""
+"""Versions inserted per statement by ``_insert_versions`` at most (8 parameters each)..."""
+VERSION_BATCH_CHARS = 4 * 1024 * 1024
+"""... and text of at most about this many characters (a version may hold up to 4 MiB): a statement stays small."""
 ID_BATCH = 500
 """Thread ids deleted per statement by ``_delete_resource`` (Oracle takes at most 1000 in a list)."""
 
@@ -548,8 +550,7 @@ class SqlHooks(StorageHooks):
 
     async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
         added = 0
-        for start in range(0, len(versions), VERSION_BATCH):
-            batch = versions[start : start + VERSION_BATCH]
+        for batch in _version_batches(versions):
             added += (await self._execute(self.dialect.insert_versions(batch))).rowcount
         return added
 
@@ -597,3 +598,16 @@ def _merged_thread_memory(target: ScopeTarget) -> Recorded:
     assert target.thread_id is not None
     thread_id = target.thread_id
     return lambda row: (HistoryKey(str(row[1]), thread_id), row[0])
+
+
+def _version_batches(versions: Sequence[MemoryVersion]) -> Iterator[Sequence[MemoryVersion]]:
+    """``versions`` cut into runs of at most :data:`VERSION_BATCH`, and about :data:`VERSION_BATCH_CHARS` of text."""
+    start = chars = 0
+    for index, version in enumerate(versions):
+        size = len(version.content or "")
+        if index > start and (index - start == VERSION_BATCH or chars + size > VERSION_BATCH_CHARS):
+            yield versions[start:index]
+            start, chars = index, 0
+        chars += size
+    if start < len(versions):
+        yield versions[start:]
