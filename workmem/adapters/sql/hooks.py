@@ -26,6 +26,7 @@ record with :mod:`workmem.changes`.
 
 from __future__ import annotations
 
+import functools
 import time
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -485,7 +486,7 @@ class SqlHooks(StorageHooks):
         # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
         statement = None if max_chars is not None else self.dialect.merge_statement(target, patch, now)
         if statement is not None:
-            recorded = _merged_resource_memory(target) if target.scope == "resource" else _merged_thread_memory(target)
+            recorded = functools.partial(_merged_memory, target)
             try:
                 with _record(target.scope, target.thread_id or target.resource_id or ""):
                     rows = await self._write(statement, record, now, recorded)
@@ -586,18 +587,13 @@ def _thread_memory(row: Sequence[Any]) -> tuple[HistoryKey, str | None]:
     return HistoryKey(thread.resource_id, thread.id), thread_working_memory(thread.metadata)
 
 
-def _merged_resource_memory(target: ScopeTarget) -> Recorded:
-    """What a one-statement resource merge returns: the merged text (column 0)."""
-    assert target.resource_id is not None
-    key = HistoryKey(target.resource_id)
-    return lambda row: (key, row[0])
-
-
-def _merged_thread_memory(target: ScopeTarget) -> Recorded:
-    """What a one-statement thread merge returns: the merged text (column 0) and the thread's owner (column 1)."""
+def _merged_memory(target: ScopeTarget, row: Sequence[Any]) -> tuple[HistoryKey, str | None]:
+    """What a one-statement merge returns: the merged text (column 0), and for a thread its owner (column 1)."""
+    if target.scope == "resource":
+        assert target.resource_id is not None
+        return HistoryKey(target.resource_id), row[0]
     assert target.thread_id is not None
-    thread_id = target.thread_id
-    return lambda row: (HistoryKey(str(row[1]), thread_id), row[0])
+    return HistoryKey(str(row[1]), target.thread_id), row[0]
 
 
 def _version_batches(versions: Sequence[MemoryVersion]) -> Iterator[Sequence[MemoryVersion]]:
