@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -127,7 +128,7 @@ def test_a_refused_write_records_nothing(url: str) -> None:
         assert storage.working_memory_history(scope="thread", thread_id="missing").versions == ()
 
 
-@pytest.mark.parametrize("backend", ["libsql", "postgres"])
+@pytest.mark.parametrize("backend", ["libsql", pytest.param("postgres", marks=pytest.mark.backend("postgres"))])
 def test_a_version_the_database_refuses_undoes_the_write(backend: str) -> None:
     """The version is in the write's transaction: when storing it fails, the write is rolled back too."""
     refuse = {
@@ -451,3 +452,39 @@ def test_imported_versions_go_in_statements_of_bounded_count_and_size() -> None:
     assert [len(b) for b in _version_batches(versions(7, big))] == [3, 3, 1]
     assert [len(b) for b in _version_batches(versions(2, VERSION_BATCH_CHARS + 1))] == [1, 1]  # one alone always goes
     assert list(_version_batches([])) == []
+
+
+@pytest.mark.backend("postgres")
+def test_delete_resource_reports_a_resource_created_while_it_waited() -> None:
+    """The erase locks a missing resource by creating it empty; a resource another writer created meanwhile
+    (committed while the erase waited on it) is erased and reported as there, not taken for that placeholder."""
+    psycopg = pytest.importorskip("psycopg")
+    from workmem.adapters.postgres import parse_postgres_url
+
+    with fresh_url("postgres") as url, workmem.connect(url, history=True) as storage:
+        conninfo, schema = parse_postgres_url(url)
+        with psycopg.connect(conninfo) as other:  # a transaction of its own, left open
+            other.execute(
+                f'INSERT INTO "{schema}".mastra_resources (id, "workingMemory", "createdAt", "updatedAt") '
+                "VALUES ('u1', 'theirs', now(), now())"
+            )
+            with ThreadPoolExecutor(1) as pool:
+                erasing = pool.submit(storage.delete_resource, "u1")
+                deadline = time.monotonic() + 10
+                while not _waiting_for_a_lock(conninfo, schema) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert not erasing.done()
+                other.commit()
+                erased = erasing.result(timeout=10)
+        assert erased == ErasedResource("u1", True, (), 0)
+        assert storage.get_resource("u1") is None
+
+
+def _waiting_for_a_lock(conninfo: str, schema: str) -> bool:
+    """Whether a statement on ``schema`` waits for a lock (the erase, on the other transaction's row)."""
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        sql = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, %s) > 0"
+        row = conn.execute(sql, (schema,)).fetchone()
+        return bool(row and row[0])

@@ -566,7 +566,10 @@ class SqlHooks(StorageHooks):
         async with self._transaction() as tx:
             existed = bool((await tx.execute(dialect.select_resource(resource_id, lock=True))).rows)
             if not existed and dialect.row_locks:
-                await self._lock_resource(tx, resource_id, utc_now())
+                now = utc_now()
+                locked = await self._lock_resource(tx, resource_id, now)
+                # Not the empty row it created to lock, but one another writer committed while it waited: there.
+                existed = locked is not None and locked != Resource(resource_id, None, None, now, now)
             rows = (await tx.execute(dialect.lock_threads_of(resource_id))).rows
             threads = tuple(sorted(str(row[0]) for row in rows))
             for start in range(0, len(threads), ID_BATCH):
