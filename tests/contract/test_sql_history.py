@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.history import HISTORY_TABLE, ErasedResource
+from workmem.kit import run_sync
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 BACKENDS = ("libsql", "sqld", "postgres")
@@ -126,7 +128,7 @@ def test_a_refused_write_records_nothing(url: str) -> None:
         assert storage.working_memory_history(scope="thread", thread_id="missing").versions == ()
 
 
-@pytest.mark.parametrize("backend", ["libsql", "postgres"])
+@pytest.mark.parametrize("backend", ["libsql", pytest.param("postgres", marks=pytest.mark.backend("postgres"))])
 def test_a_version_the_database_refuses_undoes_the_write(backend: str) -> None:
     """The version is in the write's transaction: when storing it fails, the write is rolled back too."""
     refuse = {
@@ -413,3 +415,76 @@ def test_history_is_refused_nowhere_and_left_off_by_default(url: str) -> None:
         storage.set_working_memory("untracked", scope="resource", resource_id="u1")
         assert _versions(storage, scope="resource", resource_id="u1") == []
         assert storage.delete_resource("u1") == ErasedResource("u1", True, (), 0)
+
+
+def test_copy_carries_history_as_given_and_again_adds_none(url: str) -> None:
+    """``_insert_versions``: versions stored as given (number, time, kind, source), present ones skipped."""
+    from workmem.transfer import copy
+
+    with fresh_url("memory") as source_url, workmem.connect(source_url, history=True) as source:
+        source.set_working_memory("", scope="resource", resource_id="u1", source={"agent": "a", "n": [1]})
+        source.merge_working_memory({"a": 1}, scope="resource", resource_id="u1")
+        source.create_thread(_thread("t1", "u1"))
+        for index in range(150):  # more than one statement's batch
+            source.set_working_memory(f"v{index}", scope="thread", thread_id="t1")
+        with workmem.connect(url, history=True) as target:
+            assert copy(source, target).ok
+            for where in ({"scope": "resource", "resource_id": "u1"}, {"scope": "thread", "thread_id": "t1"}):
+                wanted = source.working_memory_history(limit=1000, **where).versions  # type: ignore[arg-type]
+                got = target.working_memory_history(limit=1000, **where).versions  # type: ignore[arg-type]
+                assert got == wanted and len(got) in (2, 150)
+            again = source.working_memory_history(scope="thread", thread_id="t1").versions
+            assert run_sync(target._insert_versions(again)) == 0
+            target.set_working_memory("next", scope="thread", thread_id="t1")  # numbering follows the imported
+            newest = target.working_memory_history(scope="thread", thread_id="t1", limit=1).versions[0]
+            assert (newest.version, newest.content, newest.kind) == (151, "next", "set")
+
+
+def test_imported_versions_go_in_statements_of_bounded_count_and_size() -> None:
+    from workmem.adapters.sql.hooks import VERSION_BATCH, VERSION_BATCH_CHARS, _version_batches
+    from workmem.history import MemoryVersion
+
+    def versions(count: int, size: int) -> list[MemoryVersion]:
+        return [MemoryVersion("u1", None, n, "x" * size, T0, "import") for n in range(1, count + 1)]
+
+    assert [len(b) for b in _version_batches(versions(250, 1))] == [VERSION_BATCH, VERSION_BATCH, 50]
+    big = VERSION_BATCH_CHARS // 3
+    assert [len(b) for b in _version_batches(versions(7, big))] == [3, 3, 1]
+    assert [len(b) for b in _version_batches(versions(2, VERSION_BATCH_CHARS + 1))] == [1, 1]  # one alone always goes
+    assert list(_version_batches([])) == []
+
+
+@pytest.mark.backend("postgres")
+def test_delete_resource_reports_a_resource_created_while_it_waited() -> None:
+    """The erase locks a missing resource by creating it empty; a resource another writer created meanwhile
+    (committed while the erase waited on it) is erased and reported as there, not taken for that placeholder."""
+    psycopg = pytest.importorskip("psycopg")
+    from workmem.adapters.postgres import parse_postgres_url
+
+    with fresh_url("postgres") as url, workmem.connect(url, history=True) as storage:
+        conninfo, schema = parse_postgres_url(url)
+        with psycopg.connect(conninfo) as other:  # a transaction of its own, left open
+            other.execute(
+                f'INSERT INTO "{schema}".mastra_resources (id, "workingMemory", "createdAt", "updatedAt") '
+                "VALUES ('u1', 'theirs', now(), now())"
+            )
+            with ThreadPoolExecutor(1) as pool:
+                erasing = pool.submit(storage.delete_resource, "u1")
+                deadline = time.monotonic() + 10
+                while not _waiting_for_a_lock(conninfo, schema) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                assert not erasing.done()
+                other.commit()
+                erased = erasing.result(timeout=10)
+        assert erased == ErasedResource("u1", True, (), 0)
+        assert storage.get_resource("u1") is None
+
+
+def _waiting_for_a_lock(conninfo: str, schema: str) -> bool:
+    """Whether a statement on ``schema`` waits for a lock (the erase, on the other transaction's row)."""
+    import psycopg
+
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        sql = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, %s) > 0"
+        row = conn.execute(sql, (schema,)).fetchone()
+        return bool(row and row[0])

@@ -45,8 +45,16 @@ from workmem.adapters.sql import Attempt, Result, SqlHooks, Statement
 from workmem.adapters.sql.rows import thread_from_row
 from workmem.aio import AsyncMemoryStorage
 from workmem.errors import StorageClosedError, ThreadExistsError, ThreadOwnershipError, ValidationError, WorkmemError
-from workmem.history import MemoryVersion
-from workmem.kit import Capabilities, Recording, driver_error, import_driver, missing_tables, raise_unchained, run_sync
+from workmem.kit import (
+    Capabilities,
+    MemoryVersion,
+    Recording,
+    driver_error,
+    import_driver,
+    missing_tables,
+    raise_unchained,
+    run_sync,
+)
 from workmem.records import Resource, Thread
 from workmem.storage import MemoryStorage
 

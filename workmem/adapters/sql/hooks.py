@@ -26,6 +26,7 @@ record with :mod:`workmem.changes`.
 
 from __future__ import annotations
 
+import functools
 import time
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -94,7 +95,9 @@ T = TypeVar("T")
 LIST_ATTEMPTS = 10
 """How often a page past the last is read again when threads are created between it and its count."""
 VERSION_BATCH = 100
-"""Versions inserted per statement by ``_insert_versions`` (8 parameters each)."""
+"""Versions inserted per statement by ``_insert_versions`` at most (8 parameters each)..."""
+VERSION_BATCH_CHARS = 4 * 1024 * 1024
+"""... and text of at most about this many characters (a version may hold up to 4 MiB): a statement stays small."""
 ID_BATCH = 500
 """Thread ids deleted per statement by ``_delete_resource`` (Oracle takes at most 1000 in a list)."""
 
@@ -514,7 +517,7 @@ class SqlHooks(StorageHooks):
         # the locked read-modify-write below, done in Python; without one, the one statement where there is one.
         statement = None if max_chars is not None else self.dialect.merge_statement(target, patch, now)
         if statement is not None:
-            recorded = _merged_resource_memory(target) if target.scope == "resource" else _merged_thread_memory(target)
+            recorded = functools.partial(_merged_memory, target)
             try:
                 with _record(target.scope, target.thread_id or target.resource_id or ""):
                     rows = await self._write(statement, record, now, recorded)
@@ -579,8 +582,7 @@ class SqlHooks(StorageHooks):
 
     async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
         added = 0
-        for start in range(0, len(versions), VERSION_BATCH):
-            batch = versions[start : start + VERSION_BATCH]
+        for batch in _version_batches(versions):
             added += (await self._execute(self.dialect.insert_versions(batch))).rowcount
         return added
 
@@ -595,7 +597,10 @@ class SqlHooks(StorageHooks):
         async with self._transaction() as tx:
             existed = bool((await tx.execute(dialect.select_resource(resource_id, lock=True))).rows)
             if not existed and dialect.row_locks:
-                await self._lock_resource(tx, resource_id, utc_now())
+                now = utc_now()
+                locked = await self._lock_resource(tx, resource_id, now)
+                # Not the empty row it created to lock, but one another writer committed while it waited: there.
+                existed = locked is not None and locked != Resource(resource_id, None, None, now, now)
             rows = (await tx.execute(dialect.lock_threads_of(resource_id))).rows
             threads = tuple(sorted(str(row[0]) for row in rows))
             for start in range(0, len(threads), ID_BATCH):
@@ -616,15 +621,23 @@ def _thread_memory(row: Sequence[Any]) -> tuple[HistoryKey, str | None]:
     return HistoryKey(thread.resource_id, thread.id), thread_working_memory(thread.metadata)
 
 
-def _merged_resource_memory(target: ScopeTarget) -> Recorded:
-    """What a one-statement resource merge returns: the merged text (column 0)."""
-    assert target.resource_id is not None
-    key = HistoryKey(target.resource_id)
-    return lambda row: (key, row[0])
-
-
-def _merged_thread_memory(target: ScopeTarget) -> Recorded:
-    """What a one-statement thread merge returns: the merged text (column 0) and the thread's owner (column 1)."""
+def _merged_memory(target: ScopeTarget, row: Sequence[Any]) -> tuple[HistoryKey, str | None]:
+    """What a one-statement merge returns: the merged text (column 0), and for a thread its owner (column 1)."""
+    if target.scope == "resource":
+        assert target.resource_id is not None
+        return HistoryKey(target.resource_id), row[0]
     assert target.thread_id is not None
-    thread_id = target.thread_id
-    return lambda row: (HistoryKey(str(row[1]), thread_id), row[0])
+    return HistoryKey(str(row[1]), target.thread_id), row[0]
+
+
+def _version_batches(versions: Sequence[MemoryVersion]) -> Iterator[Sequence[MemoryVersion]]:
+    """``versions`` cut into runs of at most :data:`VERSION_BATCH`, and about :data:`VERSION_BATCH_CHARS` of text."""
+    start = chars = 0
+    for index, version in enumerate(versions):
+        size = len(version.content or "")
+        if index > start and (index - start == VERSION_BATCH or chars + size > VERSION_BATCH_CHARS):
+            yield versions[start:index]
+            start, chars = index, 0
+        chars += size
+    if start < len(versions):
+        yield versions[start:]
