@@ -64,6 +64,11 @@ def memory_of(conn: MemoryStorage, key: HistoryKey) -> str | None:
     return conn.get_working_memory(**_where(key))
 
 
+def _recording(ctx: CheckContext) -> tuple[MemoryStorage, str]:
+    """A connection recording every version, and a fresh id prefix."""
+    return ctx.open(history=True), ctx.prefix()
+
+
 def raises(error: type[Exception], call: Callable[[], object], what: str) -> None:
     """Run ``call``, which must raise ``error`` (``what`` says what the call was)."""
     try:
@@ -310,8 +315,7 @@ def _check_merged(conn: MemoryStorage, key: HistoryKey, merges: int) -> None:
     "named like a thread); a thread's history asked for under another owner raises ThreadOwnershipError",
 )
 def history_scope_isolation(ctx: CheckContext) -> None:
-    conn = ctx.open(history=True)
-    p = ctx.prefix()
+    conn, p = _recording(ctx)
     r, r2 = p + "r", p + "r2"
     keys = [
         HistoryKey(r),
@@ -351,8 +355,7 @@ def history_scope_isolation(ctx: CheckContext) -> None:
     "missing thread, raises VersionNotFoundError and changes nothing",
 )
 def history_restore(ctx: CheckContext) -> None:
-    conn = ctx.open(history=True)
-    p = ctx.prefix()
+    conn, p = _recording(ctx)
     tid = p + "t"
     conn.create_thread(Thread(tid, p + "r"))
     for key in (HistoryKey(p + "r"), HistoryKey(p + "r", tid)):
@@ -429,8 +432,7 @@ def history_retention(ctx: CheckContext) -> None:
     "next_before leading to the next older page and None on the last",
 )
 def history_paging(ctx: CheckContext) -> None:
-    conn = ctx.open(history=True)
-    p = ctx.prefix()
+    conn, p = _recording(ctx)
     conn.create_thread(Thread(p + "t", p + "r"))
     for key in (HistoryKey(p + "r"), HistoryKey(p + "r", p + "t")):
         where = _where(key)
@@ -465,8 +467,7 @@ def history_paging(ctx: CheckContext) -> None:
     "another, starts at version 1) and leaves its owner's history alone",
 )
 def history_delete_thread(ctx: CheckContext) -> None:
-    conn = ctx.open(history=True)
-    p = ctx.prefix()
+    conn, p = _recording(ctx)
     r, tid = p + "r", p + "t"
     conn.set_working_memory("owner's", scope="resource", resource_id=r)
     for owner in (r, p + "r2", r):
