@@ -925,7 +925,7 @@ class EraseInSteps(ReferenceHooks):
         store = self._store
         with store.lock:
             threads = tuple(t.id for t in store.threads.values() if t.resource_id == resource_id)
-        await self._pause(0.002)  # a thread created now is not listed ...
+        await self._pause(0.005)  # a round trip later: a thread created now is not listed ...
         with store.lock:
             keys = [key for key in store.history if key.resource_id == resource_id]
             versions = sum(len(store.history.pop(key)) for key in keys)  # ... but its history goes

@@ -210,3 +210,24 @@ def test_the_documented_version_line_is_a_canonical_line() -> None:
     parsed = parse_line(line.encode())
     assert isinstance(parsed, MemoryVersion) and parsed.kind == "merge" and parsed.thread_id == "thread-1"
     assert version_line(parsed) == line + "\n"
+
+
+def test_versions_of_a_record_the_destination_lacks_or_gives_another_owner_are_not_imported() -> None:
+    with filled(named()) as source:
+        out = io.BytesIO()
+        export_records(source, out, resource_id=USER)
+    lines = out.getvalue().splitlines(keepends=True)
+    without_t2 = b"".join(line for line in lines if b'"kind":"thread","id":"t2"' not in line)
+    with workmem.connect(named(), history=True) as target:
+        target.create_thread(Thread("t1", "someone-else"))  # the destination gives t1 to another resource
+        report = import_records(target, io.BytesIO(without_t2))
+        assert report.counts["thread", "conflict"] == 1
+        assert report.counts["version", "inserted"] == 1  # the resource's own
+        assert report.counts["version", "conflict"] == 3 + 2  # t1's (another owner) and t2's (no such thread)
+        assert {issue.id for issue in report.issues} == {"t1", "t2"}
+        assert history(target, HistoryKey("someone-else", "t1")) == []
+        target.create_thread(Thread("t2", USER))  # a thread made later under that id starts without history
+        assert history(target, HistoryKey(USER, "t2")) == []
+        target.delete_thread("t1")
+        target.create_thread(Thread("t1", USER))
+        assert history(target, HistoryKey(USER, "t1")) == []

@@ -5,7 +5,8 @@ memory under its record: a resource's under the resource, a thread's under the t
 (and its owner). A copy or an export reads them record by record, after the records;
 an import or a copy writes them as given (:meth:`~workmem.hooks.StorageHooks._insert_versions`:
 a version whose working memory already has that number is left alone and counted
-``skipped``). A destination without history keeps none of them: they are counted
+``skipped``), once the destination holds their record (a thread: of the same owner; else they are
+a ``conflict``, reported). A destination without history keeps none of them: they are counted
 ``dropped``. Nothing here invents a version: a record whose source kept no history
 arrives without one.
 """
@@ -81,9 +82,30 @@ class VersionBatch:
         if not self.keeps:
             self.report.count("version", "dropped", len(batch))
             return
-        added = await self.target._insert_versions(batch)
+        homes = {key: await self._home(key) for key in dict.fromkeys(v.key for v in batch)}
+        for key, home in homes.items():
+            if not home:
+                detail = "its history is not written: the destination holds no {} of that id"
+                if key.thread_id is None:
+                    self.report.add(Issue("conflict", "resource", key.resource_id, detail.format("resource")))
+                else:
+                    owned = f"{detail.format('thread')} owned by {key.resource_id!r}"
+                    self.report.add(Issue("conflict", "thread", key.thread_id, owned))
+        kept = [v for v in batch if homes[v.key]]
+        self.report.count("version", "conflict", len(batch) - len(kept))
+        added = await self.target._insert_versions(kept) if kept else 0
         self.report.count("version", "inserted", added)
-        self.report.count("version", "skipped", len(batch) - added)
+        self.report.count("version", "skipped", len(kept) - added)
+
+    async def _home(self, key: HistoryKey) -> bool:
+        """Whether ``target`` holds the record of ``key``'s working memory (a thread: owned by that resource).
+
+        History written without it would wait for a record made later under that id and be taken for its own.
+        """
+        if key.thread_id is None:
+            return await operations.get_resource(self.target, key.resource_id) is not None
+        thread = await operations.get_thread(self.target, key.thread_id, None)
+        return thread is not None and thread.resource_id == key.resource_id
 
 
 async def copy_history(source: StorageHooks, target: StorageHooks, report: TransferReport, page_size: int) -> None:
