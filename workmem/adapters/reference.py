@@ -114,6 +114,12 @@ class _Store:
         self.history: dict[HistoryKey, list[MemoryVersion]] = {}
         """Each working memory's versions, oldest first."""
 
+    def copy_of(self, records: _Records[R], key: str) -> R | None:
+        """A private copy of the record ``key`` of ``records`` (one of this store's), or ``None``."""
+        with self.lock:
+            found = records.get(key)
+        return None if found is None else private_copy(found)
+
     def record(self, recording: Recording | None, key: HistoryKey, content: str | None, now: datetime) -> None:
         """Append the version ``recording`` makes (none without one); the caller holds the lock."""
         if recording is not None:
@@ -170,9 +176,8 @@ class ReferenceHooks(StorageHooks):
     # -- resources -----------------------------------------------------------------
 
     async def _get_resource(self, resource_id: str) -> Resource | None:
-        with self._store.lock:
-            resource = self._store.resources.get(resource_id)
-        return None if resource is None else private_copy(resource)
+        store = self._store
+        return store.copy_of(store.resources, resource_id)
 
     async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
         with self._store.lock:
@@ -192,9 +197,8 @@ class ReferenceHooks(StorageHooks):
     # -- threads -------------------------------------------------------------------
 
     async def _get_thread(self, thread_id: str) -> Thread | None:
-        with self._store.lock:
-            thread = self._store.threads.get(thread_id)
-        return None if thread is None else private_copy(thread)
+        store = self._store
+        return store.copy_of(store.threads, thread_id)
 
     async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
         with self._store.lock:

@@ -224,20 +224,18 @@ class _Deriver:
             values = schema.get(keyword) if keyword == "enum" else [schema.get(keyword)]
             if keyword in schema and any(isinstance(v, dict) for v in values or []):
                 raise ValidationError(f"schema at {path}: {keyword!r} with object values cannot be merged into")
-        if isinstance(schema.get("oneOf"), list):
-            takers = [s for s in schema["oneOf"] if self.accepts_objects(s, path)]
-            if len(takers) > 1:
-                raise ValidationError(
-                    f"schema at {path}: 'oneOf' has {len(takers)} variants that accept objects; a merge could mix "
-                    "them (use 'anyOf' with one object variant, or keep the variants in an array)"
-                )
-        if isinstance(schema.get("anyOf"), list):
-            shapes = [s for s in schema["anyOf"] if self.constrains_objects(s, path)]
-            if len(shapes) > 1:
-                raise ValidationError(
-                    f"schema at {path}: 'anyOf' has {len(shapes)} object variants; a merge could mix them "
-                    "(keep one object variant, or keep the variants in an array)"
-                )
+        # A union with more than one variant a merge could land in: it could mix them.
+        for keyword, counts, variants, instead in (
+            ("oneOf", self.accepts_objects, "variants that accept objects", "use 'anyOf' with one object variant"),
+            ("anyOf", self.constrains_objects, "object variants", "keep one object variant"),
+        ):
+            if isinstance(schema.get(keyword), list):
+                count = sum(1 for variant in schema[keyword] if counts(variant, path))
+                if count > 1:
+                    raise ValidationError(
+                        f"schema at {path}: {keyword!r} has {count} {variants}; a merge could mix them "
+                        f"({instead}, or keep the variants in an array)"
+                    )
         out: dict[str, Any] = {}
         for key, value in schema.items():
             if key == "required" or (key in ("$defs", "definitions") and path == "$"):

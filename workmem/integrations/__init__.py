@@ -11,7 +11,9 @@ worker threads (:func:`async_memory`), and finds the thread and resource ids the
 :class:`IdsRule`: from the framework's natural place, or from the ``ids=``
 callable given instead (sync or async, returning :class:`MemoryIds`), with a
 fixed ``thread_id=`` / ``resource_id=`` winning over either; :func:`memory_ids`
-is the one rule for what a run must carry. Each passes the model's update to
+is the one rule for what a run must carry. :class:`MemoryIntegration` is what the
+LangGraph, OpenAI Agents SDK and ADK classes are built on: their one constructor, the
+ids, the memory message and the update, written once. Each passes the model's update to
 :meth:`~workmem.agent.AsyncMemory.call_tool` with the :func:`change_source` of that
 call (the framework, the agent's name and the tool-call id, where the framework
 gives them), which the version records when the storage has history on. Importing
@@ -21,17 +23,30 @@ this package imports no framework.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from workmem.agent import AsyncMemory, Memory
+from workmem.agent.operations import ToolResult
 from workmem.errors import ValidationError
 from workmem.records import Scope
 
-__all__ = ["IdsRule", "MemoryIds", "MissingIdsError", "async_memory", "change_source", "memory_ids", "named_ids"]
+__all__ = [
+    "Framework",
+    "IdsRule",
+    "MemoryIds",
+    "MemoryIntegration",
+    "MissingIdsError",
+    "async_memory",
+    "change_source",
+    "memory_ids",
+    "named_ids",
+]
 
 _C = TypeVar("_C")
+_Tool = TypeVar("_Tool")
+_T = TypeVar("_T")
 
 
 class MissingIdsError(ValidationError):
@@ -166,3 +181,93 @@ class IdsRule(Generic[_C]):
         if self.resource_id is not None:
             resource_id = self.resource_id
         return memory_ids(scope, thread_id, resource_id, framework=self.framework, how=self.how)
+
+
+@dataclass(frozen=True, slots=True)
+class Framework:
+    """What an integration says about its framework, in messages and in the changes it records."""
+
+    name: str
+    """The framework's name, first in every message."""
+    how: str
+    """How to pass the ids in this framework, the end of every :class:`MissingIdsError`."""
+    takes: str
+    """What ``ids=`` is called with, for the messages (e.g. ``"the RunnableConfig"``)."""
+    source: str
+    """The ``framework`` of the source a change records (see :func:`change_source`)."""
+
+
+class MemoryIntegration(Generic[_C, _Tool]):
+    """What a framework's integration is built on: the memory, the rule finding a run's ids, the update tool.
+
+    ``_C`` is the framework's context a run's ids are found in, ``_Tool`` its update
+    tool. A subclass describes its :attr:`framework` and writes :meth:`found_ids` (the
+    ids' natural place) and :meth:`make_tool`. The constructor, the same for each:
+    ``memory`` is an :class:`~workmem.agent.AsyncMemory` or a sync
+    :class:`~workmem.agent.Memory` (run on worker threads, :func:`async_memory`);
+    ``ids`` replaces :meth:`found_ids` (a callable taking the context and returning
+    :class:`MemoryIds` or an awaitable of one); a fixed ``thread_id`` /
+    ``resource_id`` wins over either (:class:`IdsRule`).
+    """
+
+    framework: ClassVar[Framework]
+    """The framework this integration is for."""
+
+    def __init__(
+        self,
+        memory: AsyncMemory | Memory,
+        *,
+        thread_id: str | None = None,
+        resource_id: str | None = None,
+        ids: Callable[[_C], MemoryIds | Awaitable[MemoryIds]] | None = None,
+    ) -> None:
+        self.memory = async_memory(memory, type(self).__name__)
+        """The working memory (a sync ``Memory`` given: one on its storage, run on worker threads)."""
+        self._ids: IdsRule[_C] = IdsRule(
+            self.framework.name, self.framework.how, self.found_ids, self.framework.takes, ids, thread_id, resource_id
+        )
+        super().__init__()
+        self.tool: _Tool | None = None if self.memory.read_only else self.make_tool()
+        """The ``updateWorkingMemory`` tool, or ``None`` in read-only mode."""
+
+    def found_ids(self, context: _C) -> tuple[object, object]:
+        """The framework's natural place of the ids: ``(thread_id, resource_id)`` as found in ``context``, unchecked."""
+        raise NotImplementedError
+
+    def make_tool(self) -> _Tool:
+        """The framework's ``updateWorkingMemory`` tool (not called in read-only mode)."""
+        raise NotImplementedError
+
+    async def ids(self, context: _C) -> MemoryIds:
+        """The ids of the run ``context`` belongs to, checked for the memory's scope (:class:`MissingIdsError`)."""
+        return await self._ids.resolve(context, self.memory.scope)
+
+    async def memory_message(self, context: _C) -> str:
+        """The text of the memory system message for the run ``context`` belongs to, rendered from storage now."""
+        found = await self.ids(context)
+        return await self._run(found, lambda: self.memory.system_message(**_id_arguments(found)))
+
+    async def update(
+        self,
+        arguments: str | Mapping[str, Any],
+        context: _C,
+        *,
+        agent: object = None,
+        tool_call_id: object = None,
+    ) -> ToolResult:
+        """The model's update with its raw ``arguments``, for the run ``context`` belongs to; its result dict.
+
+        The change records the :func:`change_source` of this integration's framework,
+        ``agent`` and ``tool_call_id`` (each kept when a non-empty string).
+        """
+        found = await self.ids(context)
+        source = change_source(self.framework.source, agent=agent, tool_call_id=tool_call_id)
+        return await self._run(found, lambda: self.memory.call_tool(arguments, **_id_arguments(found), source=source))
+
+    async def _run(self, ids: MemoryIds, operation: Callable[[], Awaitable[_T]]) -> _T:
+        """Run one memory ``operation`` for ``ids``; a framework may add a step around it."""
+        return await operation()
+
+
+def _id_arguments(ids: MemoryIds) -> dict[str, str | None]:
+    return {"thread_id": ids.thread_id, "resource_id": ids.resource_id}

@@ -60,11 +60,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from workmem.agent.aio import AsyncMemory
-from workmem.agent.memory import Memory
 from workmem.agent.operations import ToolResult
 from workmem.errors import MissingDriverError, ThreadExistsError, ThreadNotFoundError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source
+from workmem.integrations import Framework, MemoryIds, MemoryIntegration
 
 try:
     from google.adk.agents.readonly_context import ReadonlyContext
@@ -103,7 +101,7 @@ def _session_fields(context: ReadonlyContext) -> tuple[str, str]:
     return context.session.id, context.user_id
 
 
-class WorkingMemoryToolset(BaseToolset):
+class WorkingMemoryToolset(MemoryIntegration[ReadonlyContext, "UpdateWorkingMemoryTool"], BaseToolset):
     """Working memory for an ADK agent: the update tool, and the memory shown on every model request.
 
     ``memory`` is an :class:`~workmem.agent.AsyncMemory`, or a sync
@@ -113,32 +111,22 @@ class WorkingMemoryToolset(BaseToolset):
     ``thread_id`` or ``resource_id`` wins over either.
     """
 
-    def __init__(
-        self,
-        memory: AsyncMemory | Memory,
-        *,
-        ids: IdsFunction | None = None,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-    ) -> None:
-        memory = async_memory(memory, "WorkingMemoryToolset")
-        self._ids: IdsRule[ReadonlyContext] = IdsRule(
-            _FRAMEWORK, _HOW, _session_fields, "ADK's ReadonlyContext", ids, thread_id, resource_id
-        )
-        super().__init__()
-        self.memory = memory
-        """The working memory this toolset reads and updates (a sync ``Memory`` given: one on its storage)."""
-        self._tools: list[BaseTool] = [] if memory.read_only else [UpdateWorkingMemoryTool(self)]
+    framework = Framework(_FRAMEWORK, _HOW, "ADK's ReadonlyContext", SOURCE)
+
+    def found_ids(self, context: ReadonlyContext) -> tuple[object, object]:
+        """The default, :func:`session_ids`: the session's id and its ``user_id``."""
+        return _session_fields(context)
+
+    def make_tool(self) -> UpdateWorkingMemoryTool:
+        return UpdateWorkingMemoryTool(self)
 
     async def get_tools(self, readonly_context: ReadonlyContext | None = None) -> list[BaseTool]:
         """The update tool, or nothing when the memory is read-only."""
-        return list(self._tools)
+        return [] if self.tool is None else [self.tool]
 
     async def process_llm_request(self, *, tool_context: ToolContext, llm_request: LlmRequest) -> None:
         """Append the memory, as stored now, to the system instruction of this model request."""
-        ids = await self.ids(tool_context)
-        text = await self._in_thread(ids, lambda: self.memory.system_message(**_kwargs(ids)))
-        llm_request.append_instructions([text])
+        llm_request.append_instructions([await self.memory_message(tool_context)])
 
     async def call_tool(self, arguments: dict[str, Any], context: ReadonlyContext) -> ToolResult:
         """Run the model's update with its raw ``arguments``; the result goes back to the model.
@@ -146,16 +134,10 @@ class WorkingMemoryToolset(BaseToolset):
         With history on, the version records the source ``{"framework": "adk", "agent":
         <the agent's name>, "toolCallId": <the function call's id>, "tool", "threadId"}``.
         """
-        ids = await self.ids(context)
         call_id = getattr(context, "function_call_id", None)  # a ToolContext's; a plain ReadonlyContext has none
-        source = change_source(SOURCE, agent=context.agent_name, tool_call_id=call_id)
-        return await self._in_thread(ids, lambda: self.memory.call_tool(arguments, **_kwargs(ids), source=source))
+        return await self.update(arguments, context, agent=context.agent_name, tool_call_id=call_id)
 
-    async def ids(self, context: ReadonlyContext) -> MemoryIds:
-        """The ids of the run ``context`` belongs to, checked for the memory's scope."""
-        return await self._ids.resolve(context, self.memory.scope)
-
-    async def _in_thread(self, ids: MemoryIds, operation: Callable[[], Awaitable[_T]]) -> _T:
+    async def _run(self, ids: MemoryIds, operation: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``operation``; in thread scope, create the session's missing thread first and run it again."""
         try:
             return await operation()
@@ -190,7 +172,3 @@ class UpdateWorkingMemoryTool(BaseTool):
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> ToolResult:
         return await self._toolset.call_tool(args, tool_context)
-
-
-def _kwargs(ids: MemoryIds) -> dict[str, str | None]:
-    return {"thread_id": ids.thread_id, "resource_id": ids.resource_id}

@@ -67,9 +67,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
-from workmem.agent import MEMORY_MESSAGE_NAME, TOOL_NAME, AsyncMemory, Memory, is_memory_message
+from workmem.agent import MEMORY_MESSAGE_NAME, TOOL_NAME, is_memory_message
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source
+from workmem.integrations import Framework, MemoryIds, MemoryIntegration
 
 try:
     from langchain_core.messages import BaseMessage, SystemMessage, convert_to_messages
@@ -100,7 +100,7 @@ _TOOL_CALL_ID: ContextVar[str | None] = ContextVar("workmem_langgraph_tool_call_
 """The id of the tool call being run: LangChain hands it to ``ainvoke`` (a ``ToolCall``), not to ``_arun``."""
 
 
-class LangGraphMemory:
+class LangGraphMemory(MemoryIntegration[RunnableConfig, "WorkingMemoryTool"]):
     """An :class:`~workmem.agent.AsyncMemory` (or a sync ``Memory``, run on worker threads) wired into LangGraph.
 
     It gives :attr:`tools` and :meth:`prompt`.
@@ -110,31 +110,25 @@ class LangGraphMemory:
     ``resource_id`` fix an id for every run, winning over either.
     """
 
-    def __init__(
-        self,
-        memory: AsyncMemory | Memory,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        ids: IdsFromConfig | None = None,
-    ) -> None:
-        memory = async_memory(memory, "LangGraphMemory")
-        self._ids: IdsRule[RunnableConfig] = IdsRule(
-            _FRAMEWORK, HOW_TO_PASS_IDS, _ids_in_config, "the RunnableConfig", ids, thread_id, resource_id
-        )
-        self.memory = memory
-        """The working memory (a sync ``Memory`` given: one on its storage, run on worker threads)."""
-        self.tool: WorkingMemoryTool | None = None if memory.read_only else WorkingMemoryTool(self)
-        """The ``updateWorkingMemory`` tool, or ``None`` in read-only mode."""
+    framework = Framework(_FRAMEWORK, HOW_TO_PASS_IDS, "the RunnableConfig", SOURCE)
+
+    def found_ids(self, context: RunnableConfig) -> tuple[object, object]:
+        """The default: ``configurable["thread_id"]``, and ``["resource_id"]`` or else ``["user_id"]``."""
+        configurable = context.get("configurable") or {}
+        resource_id = configurable.get("resource_id")
+        return configurable.get("thread_id"), configurable.get("user_id") if resource_id is None else resource_id
+
+    def make_tool(self) -> WorkingMemoryTool:
+        return WorkingMemoryTool(self)
 
     @property
     def tools(self) -> list[BaseTool]:
         """The tools to bind to the model and give to the ``ToolNode``: the update tool, none in read-only mode."""
         return [] if self.tool is None else [self.tool]
 
-    async def ids(self, config: RunnableConfig | None) -> MemoryIds:
-        """The ids of the run ``config`` belongs to, checked for the memory's scope (see the module docstring)."""
-        return await self._ids.resolve(config or {}, self.memory.scope)
+    async def ids(self, context: RunnableConfig | None) -> MemoryIds:
+        """The ids of the run with this config, checked for the memory's scope (see the module docstring)."""
+        return await super().ids(context or {})
 
     @property
     def prompt_runnable(self) -> Runnable[Any, list[BaseMessage]]:
@@ -147,9 +141,7 @@ class LangGraphMemory:
 
     async def system_message(self, config: RunnableConfig) -> SystemMessage:
         """The memory system message for one model request, rendered from the memory as stored now."""
-        ids = await self.ids(config)
-        text = await self.memory.system_message(thread_id=ids.thread_id, resource_id=ids.resource_id)
-        return SystemMessage(content=text, name=MEMORY_MESSAGE_NAME)
+        return SystemMessage(content=await self.memory_message(config), name=MEMORY_MESSAGE_NAME)
 
     async def prompt(self, state: Any, config: RunnableConfig) -> list[BaseMessage]:
         """The messages to send to the model: ``state``'s with the memory message after the leading system messages.
@@ -210,24 +202,13 @@ class WorkingMemoryTool(BaseTool):
             _TOOL_CALL_ID.reset(token)
 
     async def _arun(self, *args: Any, config: RunnableConfig, **arguments: Any) -> str:
-        ids = await self.integration.ids(config)
         # The agent's name: what langchain's create_agent(name=...) puts in the run's metadata.
         agent = (config.get("metadata") or {}).get("lc_agent_name")
-        source = change_source(SOURCE, agent=agent, tool_call_id=_TOOL_CALL_ID.get())
-        result = await self.integration.memory.call_tool(
-            arguments, thread_id=ids.thread_id, resource_id=ids.resource_id, source=source
-        )
+        result = await self.integration.update(arguments, config, agent=agent, tool_call_id=_TOOL_CALL_ID.get())
         text = json.dumps(result, ensure_ascii=False)
         if not result.get("ok"):
             raise ToolException(text)  # handled by BaseTool: the content of a status="error" ToolMessage
         return text
-
-
-def _ids_in_config(config: RunnableConfig) -> tuple[object, object]:
-    """The default: ``configurable["thread_id"]``, and ``["resource_id"]`` or else ``["user_id"]``."""
-    configurable = config.get("configurable") or {}
-    resource_id = configurable.get("resource_id")
-    return configurable.get("thread_id"), configurable.get("user_id") if resource_id is None else resource_id
 
 
 def _is_memory_message(message: BaseMessage) -> bool:

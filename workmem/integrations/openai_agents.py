@@ -64,11 +64,9 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from workmem.agent.aio import AsyncMemory
-from workmem.agent.memory import Memory
 from workmem.agent.tool import TOOL_NAME
 from workmem.errors import MissingDriverError, ValidationError
-from workmem.integrations import IdsRule, MemoryIds, async_memory, change_source, named_ids
+from workmem.integrations import Framework, MemoryIds, MemoryIntegration, named_ids
 
 try:
     from agents import Agent, FunctionTool, RunContextWrapper, Tool
@@ -97,7 +95,7 @@ BaseInstructions = str | Callable[[RunContextWrapper[Any], Agent[Any]], Any] | N
 """The agent's own instructions: text, a (sync or async) callable as ``Agent.instructions`` takes, or none."""
 
 
-class WorkingMemory:
+class WorkingMemory(MemoryIntegration[Any, FunctionTool]):
     """The working memory of an :class:`~workmem.agent.AsyncMemory` (or a sync ``Memory``, run on worker threads),
     as an Agents SDK tool and instructions.
 
@@ -106,22 +104,11 @@ class WorkingMemory:
     ``resource_id`` fix an id for every run, winning over either.
     """
 
-    def __init__(
-        self,
-        memory: AsyncMemory | Memory,
-        *,
-        thread_id: str | None = None,
-        resource_id: str | None = None,
-        ids: IdsFromContext | None = None,
-    ) -> None:
-        memory = async_memory(memory, "WorkingMemory")
-        self._ids: IdsRule[object] = IdsRule(
-            FRAMEWORK, HOW_TO_PASS_IDS, named_ids, "the run context", ids, thread_id, resource_id
-        )
-        self.memory = memory
-        """The memory the tool updates and the instructions show (a sync ``Memory`` given: one on its storage)."""
-        self.tool: FunctionTool | None = None if memory.read_only else self._make_tool()
-        """The ``updateWorkingMemory`` tool, or ``None`` in read-only mode."""
+    framework = Framework(FRAMEWORK, HOW_TO_PASS_IDS, "the run context", SOURCE)
+
+    def found_ids(self, context: object) -> tuple[object, object]:
+        """The default: the run context's ``thread_id`` and ``resource_id`` (attributes, or keys of a mapping)."""
+        return named_ids(context)
 
     @property
     def tools(self) -> list[Tool]:
@@ -145,26 +132,21 @@ class WorkingMemory:
         return agent.clone(instructions=self.instructions(agent.instructions), tools=[*agent.tools, *self.tools])
 
     async def ids_of(self, context: object) -> MemoryIds:
-        """The ids of a run with this context object, checked for the memory's scope (:class:`MissingIdsError`)."""
-        return await self._ids.resolve(context, self.memory.scope)
+        """The ids of a run with this context object, checked for the memory's scope: :meth:`ids` by its first name."""
+        return await self.ids(context)
 
     async def system_message(self, context: object) -> str:
         """The memory message for a run with this context object, read now."""
-        found = await self.ids_of(context)
-        return await self.memory.system_message(thread_id=found.thread_id, resource_id=found.resource_id)
+        return await self.memory_message(context)
 
-    def _make_tool(self) -> FunctionTool:
+    def make_tool(self) -> FunctionTool:
         definition = self.memory.tool_definition()
         assert definition is not None  # not read-only
 
         async def invoke(context: ToolContext[Any], arguments: str) -> str:
-            found = await self.ids_of(context.context)
             agent = getattr(context.agent, "name", None)  # the agent whose model made the call, when the SDK says
-            source = change_source(SOURCE, agent=agent, tool_call_id=context.tool_call_id)
             # The raw JSON string, exactly as the model sent it: call_tool parses and checks it.
-            result = await self.memory.call_tool(
-                arguments, thread_id=found.thread_id, resource_id=found.resource_id, source=source
-            )
+            result = await self.update(arguments, context.context, agent=agent, tool_call_id=context.tool_call_id)
             return json.dumps(result, ensure_ascii=False)
 
         return FunctionTool(

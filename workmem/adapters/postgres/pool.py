@@ -23,13 +23,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, Generic, NotRequired, TypedDict, TypeVar, Unpack
 
 from workmem.errors import BackendBusyError, StorageClosedError
 
-__all__ = ["AsyncConnectionPool", "ConnectionPool", "OutageLog", "busy_error", "closed_by_server", "keepable"]
+__all__ = [
+    "AsyncConnectionPool",
+    "ConnectionPool",
+    "OutageLog",
+    "PoolLimits",
+    "busy_error",
+    "closed_by_server",
+    "keepable",
+]
 
 log = logging.getLogger("workmem.adapters.postgres")
+
+_Connect = TypeVar("_Connect")
 
 _IDLE: Final = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open, no statement running
 
@@ -86,21 +96,27 @@ class OutageLog:
             log.info("PostgreSQL at %s is reachable again", self._where)
 
 
-class ConnectionPool:
-    """Up to ``max_size`` connections, each lent to one caller at a time.
+class PoolLimits(TypedDict):
+    """The pools' keyword settings, as :class:`ConnectionPool` and :class:`AsyncConnectionPool` take them."""
 
-    :meth:`take` returns an idle connection the server has not closed (checked
-    without a round trip; closed ones are dropped), or opens a new one while
-    fewer than ``max_size`` are open, or waits up to ``timeout`` seconds for
-    one to be given back. ``connect`` opens one connection and raises the
-    driver's error; ``where`` (the masked URL) names the server in messages;
-    ``is_outage`` tells a failed connect that is worth logging as an outage
-    (server unreachable) from one the server or libpq refused.
-    """
+    max_size: int
+    """At most this many connections open, lent out, idle or being opened."""
+    timeout: float
+    """How long a caller waits for a connection when all ``max_size`` are in use, in seconds."""
+    where: str
+    """The server, its URL masked, for messages."""
+    describe: NotRequired[Callable[[BaseException], str]]
+    """An error's text with the secrets masked (default ``str``)."""
+    is_outage: NotRequired[Callable[[BaseException], bool]]
+    """Whether a failed connect means the server cannot be reached (default: always)."""
+
+
+class _Pool(Generic[_Connect]):
+    """What both pools keep: the limits, the outage log, the idle connections, the count, and the lock over them."""
 
     def __init__(
         self,
-        connect: Callable[[], Any],
+        connect: _Connect,
         *,
         max_size: int,
         timeout: float,
@@ -113,14 +129,32 @@ class ConnectionPool:
         self._max_size = max_size
         self._timeout = timeout
         self._where = where
-        self._idle: list[Any] = []
-        self._open = 0  # connections lent out or idle
-        self._changed = threading.Condition(threading.Lock())
+        self._idle: list[Any] = []  # the last given back is lent first: its socket and server process are warm
+        self._open = 0  # connections lent out, idle or being opened
         self._closed = False
+        self._lock = threading.Lock()
+        """Guards ``_idle``, ``_open``, ``_closed`` and a pool's own state (callers may run on several threads)."""
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+class ConnectionPool(_Pool[Callable[[], Any]]):
+    """Up to ``max_size`` connections, each lent to one caller at a time.
+
+    :meth:`take` returns an idle connection the server has not closed (checked
+    without a round trip; closed ones are dropped), or opens a new one while
+    fewer than ``max_size`` are open, or waits up to ``timeout`` seconds for
+    one to be given back. ``connect`` opens one connection and raises the
+    driver's error; ``where`` (the masked URL) names the server in messages;
+    ``is_outage`` tells a failed connect that is worth logging as an outage
+    (server unreachable) from one the server or libpq refused.
+    """
+
+    def __init__(self, connect: Callable[[], Any], **limits: Unpack[PoolLimits]) -> None:
+        super().__init__(connect, **limits)
+        self._changed = threading.Condition(self._lock)
 
     def take(self) -> Any:
         """A live connection for this caller alone, until :meth:`give`; the driver's error if none can be opened."""
@@ -193,7 +227,7 @@ _SLOT: Final = object()
 """Handed to a waiting caller instead of a connection: a place under ``max_size`` to open one in."""
 
 
-class AsyncConnectionPool:
+class AsyncConnectionPool(_Pool[Callable[[], Awaitable[Any]]]):
     """:class:`ConnectionPool` for asyncio: up to ``max_size`` connections, each lent to one task at a time.
 
     ``connect`` is a coroutine function opening one connection (the driver's
@@ -217,31 +251,9 @@ class AsyncConnectionPool:
     running loop.
     """
 
-    def __init__(
-        self,
-        connect: Callable[[], Awaitable[Any]],
-        *,
-        max_size: int,
-        timeout: float,
-        where: str,
-        describe: Callable[[BaseException], str] = str,
-        is_outage: Callable[[BaseException], bool] = lambda exc: True,
-    ) -> None:
-        self._connect = connect
-        self._outages = OutageLog(where, describe, is_outage)
-        self._max_size = max_size
-        self._timeout = timeout
-        self._where = where
-        self._idle: list[Any] = []  # the last given back is lent first: its socket and server process are warm
-        self._open = 0  # connections lent out, idle or being opened
+    def __init__(self, connect: Callable[[], Awaitable[Any]], **limits: Unpack[PoolLimits]) -> None:
+        super().__init__(connect, **limits)
         self._waiters: deque[asyncio.Future[Any]] = deque()
-        self._closed = False
-        self._lock = threading.Lock()
-        """Guards ``_idle``, ``_open``, ``_waiters`` and ``_closed`` (callers may run on several loops' threads)."""
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def get_stats(self) -> dict[str, int]:
         """``pool_size`` (open or opening), ``pool_available`` (idle) and ``requests_waiting``, as psycopg_pool's."""
