@@ -30,6 +30,7 @@ from sqld import fresh_sqld_url
 import workmem
 from workmem import MemoryStorage, Thread
 from workmem.errors import (
+    OperationNotSupportedError,
     ThreadNotFoundError,
     ThreadOwnershipError,
     VersionNotFoundError,
@@ -488,3 +489,29 @@ def _waiting_for_a_lock(conninfo: str, schema: str) -> bool:
         sql = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND strpos(query, %s) > 0"
         row = conn.execute(sql, (schema,)).fetchone()
         return bool(row and row[0])
+
+
+# -- a database without the history table ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["libsql", pytest.param("postgres", marks=pytest.mark.backend("postgres"))])
+def test_a_database_without_the_history_table_opens_read_as_it_is_and_refuses_to_record(backend: str) -> None:
+    """What only the TypeScript adapters wrote has no history table: create=False reads it (a copy's source) with no
+    history, erases without it, and refuses history= at connect, before anything is written. (Before, reading its
+    history failed with 'no such table', so copying from it failed.)"""
+    with fresh_url(backend) as url:
+        with workmem.connect(url) as storage:
+            storage.set_working_memory("# kept", scope="resource", resource_id="u1")
+            storage.create_thread(_thread("t1", "u1"))
+        with raw_sql(url) as sql:
+            assert sql is not None
+            sql(f"DROP TABLE {HISTORY_TABLE}")
+        with pytest.raises(OperationNotSupportedError, match=HISTORY_TABLE):
+            workmem.connect(url, create=False, history=True)
+        with workmem.connect(url, create=False) as storage:
+            assert storage.working_memory_history(scope="resource", resource_id="u1").versions == ()
+            assert storage.working_memory_history(scope="thread", thread_id="t1").versions == ()
+            copied = workmem.connect("memory://", history=True)
+            report = workmem.copy(storage, copied)
+            assert report.ok and copied.get_working_memory(scope="resource", resource_id="u1") == "# kept"
+            assert storage.delete_resource("u1") == ErasedResource("u1", True, ("t1",), 0)

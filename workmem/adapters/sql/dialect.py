@@ -119,24 +119,29 @@ class Dialect:
         self.history = prefix + HISTORY
         self.counts_present = self.kept_counts
         """Whether :attr:`counts` is there to read (see :meth:`without_counts`); when not, threads are counted."""
+        self.history_present = True
+        """Whether :attr:`history` is there (see :meth:`without_counts`); when not, nothing has history here."""
         self._sql: dict[tuple[str, ...], str] = {}
         """Statement texts that depend only on the dialect, built on first use (reads run per call)."""
 
     def required_tables(self) -> list[str]:
         """The tables (unqualified names) the statements use, which ``connect(url, create=False)`` checks for."""
-        return [THREADS, RESOURCES, *([COUNTS] if self.kept_counts else [])]
+        return [THREADS, RESOURCES, *([COUNTS] if self.kept_counts else []), HISTORY]
 
     def without_counts(self, missing: Sequence[str]) -> list[str]:
         """The tables of ``missing`` (of :meth:`required_tables`, absent) that ``create=False`` cannot do without.
 
-        workmem's counts table is not one: a database that only the TypeScript adapters wrote has
-        Mastra's tables alone, and opened without creating anything (a copy's source, a read-only
-        role) it is read as it is; this dialect then counts a resource's threads instead of reading
-        the kept count (call before the first statement is built).
+        workmem's counts and history tables are not: a database that only the TypeScript adapters
+        wrote has Mastra's tables alone, and opened without creating anything (a copy's source, a
+        read-only role) it is read as it is; this dialect then counts a resource's threads instead of
+        reading the kept count, and holds no history (reads none, refuses to record: see
+        :attr:`history_present`). Call before the first statement is built.
         """
         if COUNTS in missing:
             self.counts_present = False
-        return [name for name in missing if name != COUNTS]
+        if HISTORY in missing:
+            self.history_present = False
+        return [name for name in missing if name not in (COUNTS, HISTORY)]
 
     # -- hooks: values and fragments ---------------------------------------------------
 

@@ -41,6 +41,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from workmem.errors import (
     BackendBusyError,
+    OperationNotSupportedError,
     ThreadExistsError,
     ThreadNotFoundError,
     ThreadOwnershipError,
@@ -48,9 +49,11 @@ from workmem.errors import (
     WorkmemError,
 )
 from workmem.kit import (
+    HISTORY_TABLE,
     UNSET,
     ErasedResource,
     HistoryKey,
+    HistoryPolicy,
     ListQuery,
     MemoryVersion,
     MergeChange,
@@ -183,6 +186,22 @@ class SqlHooks(StorageHooks):
 
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
+
+    @property
+    def history(self) -> HistoryPolicy | None:
+        """Whether this connection records history (``connect(url, history=...)``); see :class:`StorageHooks`."""
+        return self._history_policy
+
+    @history.setter
+    def history(self, policy: HistoryPolicy | None) -> None:
+        if policy is not None and not self.dialect.history_present:
+            raise OperationNotSupportedError(
+                f"working memory history: opened with create=False on a database without the {HISTORY_TABLE} "
+                "table (connect once with create=True, or a role that may create it)"
+            )
+        self._history_policy = policy
+
+    _history_policy: HistoryPolicy | None = None
 
     # -- the port: what each backend implements over its driver --------------------------
 
@@ -577,10 +596,14 @@ class SqlHooks(StorageHooks):
                 await tx.execute(statement)
 
     async def _history(self, key: HistoryKey, limit: int, before: int | None) -> list[MemoryVersion]:
+        if not self.dialect.history_present:
+            return []  # no table: nothing ever recorded here
         rows = (await self._execute(self.dialect.select_versions(key, limit, before), read=True)).rows
         return [version_from_row(key, row) for row in rows]
 
     async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
+        if not self.dialect.history_present:
+            raise OperationNotSupportedError(f"working memory history (create=False, no {HISTORY_TABLE} table)")
         added = 0
         for batch in _version_batches(versions):
             added += (await self._execute(self.dialect.insert_versions(batch))).rowcount
@@ -606,7 +629,9 @@ class SqlHooks(StorageHooks):
             for start in range(0, len(threads), ID_BATCH):
                 await tx.execute(dialect.delete_threads_of(resource_id, threads[start : start + ID_BATCH]))
             await tx.execute(dialect.delete_resource_row(resource_id))
-            versions = (await tx.execute(dialect.delete_resource_versions(resource_id))).rowcount
+            versions = 0
+            if dialect.history_present:
+                versions = (await tx.execute(dialect.delete_resource_versions(resource_id))).rowcount
         return ErasedResource(resource_id, existed, threads, versions)
 
 
