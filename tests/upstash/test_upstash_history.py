@@ -389,3 +389,23 @@ def test_the_published_mastra_upstash_works_beside_history_and_sees_the_erasure(
             ],
         )
         assert after[0].value is None and after[1].value is None and after[2].value["total"] == 0
+
+
+def test_copy_and_export_carry_history_into_and_out_of_upstash(upstash_url: str) -> None:
+    """A copy from a store with history writes every version into Upstash as given (a second copy skips them), and
+    Upstash's export, whole or of one user, is byte for byte the source's."""
+    import io
+
+    from test_transfer_history import USER, exported, filled, named
+
+    from workmem.transfer import copy, export_records
+
+    with filled(named()) as source, workmem.connect(upstash_url) as target:
+        report = copy(source, target)
+        assert report.ok and report.counts["version", "inserted"] == 12, report.summary()
+        ours, theirs = io.BytesIO(), io.BytesIO()
+        export_records(source, ours)
+        export_records(target, theirs)
+        assert theirs.getvalue() == ours.getvalue()
+        assert exported(target, USER) == exported(source, USER)
+        assert copy(source, target).counts["version", "skipped"] == 12
