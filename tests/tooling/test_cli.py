@@ -37,7 +37,7 @@ REPORT_KEYS = {
 CHECK_KEYS = {"name", "title", "required", "status", "reason", "duration_s"}
 OPTIONAL = {"cross_process_atomic", "persistence", "delete_resource_erases_one_user", "delete_resource_races_writes"}
 OPTIONAL |= {f"history_{name}" for name in ("atomic_with_write", "complete_under_concurrency", "scope_isolation")}
-OPTIONAL |= {f"history_{name}" for name in ("restore", "retention", "paging", "delete_thread")}
+OPTIONAL |= {f"history_{name}" for name in ("restore", "retention", "paging", "delete_thread", "whole_record_writes")}
 
 
 class StripsNul(ReferenceStorage):
