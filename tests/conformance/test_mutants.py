@@ -875,6 +875,19 @@ class DeleteThreadKeepsHistory(ReferenceHooks):
             return deleted
 
 
+class DeleteKeepsHistoryUnlessRecording(ReferenceHooks):
+    """``delete_thread`` takes the thread's history only on a connection that records history."""
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        if self.history is not None:
+            return await super()._delete_thread(thread_id, owner=owner)
+        with self._store.lock:
+            saved = dict(self._store.history)
+            deleted = await super()._delete_thread(thread_id, owner=owner)
+            self._store.history.update(saved)
+            return deleted
+
+
 class HistoryByMemoryId(ReferenceHooks):
     """Reads a working memory's history by the id of its record alone: a resource and a thread of one id share it."""
 
@@ -966,6 +979,7 @@ MUTANTS_HISTORY: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     (NoRetention, {"history_retention"}, {"history_retention"}),
     (RacyNumbering, {"history_complete_under_concurrency"}, {"history_complete_under_concurrency"}),
     (DeleteThreadKeepsHistory, {"history_delete_thread"}, {"history_delete_thread"}),
+    (DeleteKeepsHistoryUnlessRecording, {"history_delete_thread"}, {"history_delete_thread"}),
     (HistoryByMemoryId, {"history_scope_isolation"}, {"history_scope_isolation"}),
     (
         RestoreRecordedAsSet,

@@ -500,14 +500,15 @@ def history_paging(ctx: CheckContext) -> None:
 
 @_history_check(
     "history_delete_thread",
-    "delete_thread removes the thread's history with it (a thread re-created under that id, by its owner or "
-    "another, starts at version 1) and leaves its owner's history alone",
+    "delete_thread removes the thread's history with it, also through a connection that records none (a thread "
+    "re-created under that id, by its owner or another, starts at version 1) and leaves its owner's history alone",
 )
 def history_delete_thread(ctx: CheckContext) -> None:
     conn, p = _recording(ctx)
+    plain = ctx.open()  # history off: its deletes must take a thread's history all the same
     r, tid = p + "r", p + "t"
     conn.set_working_memory("owner's", scope="resource", resource_id=r)
-    for owner in (r, p + "r2", r):
+    for round_, owner in enumerate((r, p + "r2", r, p + "r2", r)):  # the third is deleted without history
         conn.create_thread(Thread(tid, owner))
         key = HistoryKey(owner, tid)
         left = versions_of(conn, key)
@@ -516,6 +517,7 @@ def history_delete_thread(ctx: CheckContext) -> None:
         conn.merge_working_memory({"n": 2}, **_where(key))
         numbers = [v.version for v in versions_of(conn, key)]
         assert numbers == [2, 1], f"a re-created thread's history is numbered {numbers}, not [2, 1]"
-        assert conn.delete_thread(tid), "delete_thread of an existing thread returned False"
+        deleting = plain if round_ == 2 else conn
+        assert deleting.delete_thread(tid), "delete_thread of an existing thread returned False"
     kept = [v.content for v in versions_of(conn, HistoryKey(r))]
     assert kept == ["owner's"], f"deleting the owner's threads changed its history: {kept!r}"

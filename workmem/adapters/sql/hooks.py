@@ -465,7 +465,7 @@ class SqlHooks(StorageHooks):
         return thread_from_row(rows[0])
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
-        if self.history is not None:  # the thread's history goes with it, in its transaction
+        if self.dialect.history_present:  # its history goes with it (recorded here or not), in its transaction
             return await self._delete_thread_with_history(thread_id, owner)
         if (await self._execute(self.dialect.delete_thread(thread_id, owner))).rowcount > 0:
             return True
