@@ -6,6 +6,7 @@ The reference adapter (``memory://NAME``, shared by name in the process) keeps h
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import uuid
@@ -19,7 +20,7 @@ from workmem import MemoryStorage, Thread
 from workmem.cli import main
 from workmem.history import HistoryKey, MemoryVersion
 from workmem.timestamps import utc_now
-from workmem.transfer import copy, export_records, import_records
+from workmem.transfer import copy, export_records, export_records_async, import_records
 from workmem.transfer.format import BadLine, parse_line, version_line
 
 USER = "u1"
@@ -231,3 +232,20 @@ def test_versions_of_a_record_the_destination_lacks_or_gives_another_owner_are_n
         target.delete_thread("t1")
         target.create_thread(Thread("t1", USER))
         assert history(target, HistoryKey(USER, "t1")) == []
+
+
+def test_one_users_export_through_the_async_api_is_the_sync_one() -> None:
+    url = named()
+    with filled(url) as source:
+        out = io.BytesIO()
+        export_records(source, out, resource_id=USER)
+
+        async def main() -> bytes:
+            async with await workmem.connect_async(url) as storage:
+                awaited = io.BytesIO()
+                report = await export_records_async(storage, awaited, resource_id=USER)
+                assert report.ok
+                return awaited.getvalue()
+
+        assert asyncio.run(main()) == out.getvalue()
+        assert b'"kind":"version"' in out.getvalue() and b'"u2"' not in out.getvalue()

@@ -9,7 +9,7 @@ commands (:mod:`workmem.transfer.cli`). The export format is documented in
 
 from __future__ import annotations
 
-from workmem.transfer.engine import copy, copy_async, export_records, import_records
+from workmem.transfer.engine import copy, copy_async, export_records, export_records_async, import_records
 from workmem.transfer.format import FORMAT, MAX_LINE_BYTES, VERSION, BadLine, parse_record, record_line
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
@@ -26,6 +26,7 @@ __all__ = [
     "copy",
     "copy_async",
     "export_records",
+    "export_records_async",
     "import_records",
     "parse_record",
     "record_line",

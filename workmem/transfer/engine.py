@@ -501,6 +501,29 @@ def export_records(
     return report
 
 
+@forgets_locals_async  # a URL given is in the frames below
+async def export_records_async(
+    src: AsyncStorageLike,
+    out: BinaryIO,
+    *,
+    resource_id: str | None = None,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    progress: Progress | None = None,
+    on_issue: Callable[[Issue], None] | None = None,
+) -> TransferReport:
+    """:func:`export_records` for the async API: ``src`` an open :class:`~workmem.aio.AsyncMemoryStorage` (left
+    open) or a URL (opened with :func:`workmem.connect_async`, ``create=False``); the same lines, awaited.
+
+    ``out`` is written as each page arrives, with blocking writes (a file or an in-memory buffer).
+    """
+    if resource_id is not None:
+        validate_id(resource_id, "resource id")
+    report = TransferReport(on_issue=on_issue)
+    async with opened_async(src, create=False) as source:
+        await _export(source, out, report, page_size=page_size, progress=progress, resource_id=resource_id)
+    return report
+
+
 async def _export(
     source: StorageHooks,
     out: BinaryIO,
