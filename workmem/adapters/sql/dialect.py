@@ -253,14 +253,18 @@ class Dialect:
     def _by_id(self, columns: str, table: str, *, lock: bool) -> str:
         return f"SELECT {columns} FROM {table} WHERE id = :id{self.lock_clause(lock)}"
 
-    def select_resource(self, resource_id: str, *, lock: bool = False) -> Statement:
-        key = ("select_resource", "lock" if lock else "")
+    def _select_by_id(self, name: str, columns: Callable[[], str], table: str, record_id: str, lock: bool) -> Statement:
+        """``SELECT columns() FROM table WHERE id = :id`` (row-locked if ``lock``), its SQL built once per ``name``."""
+        key = (name, "lock" if lock else "")
         try:
             sql = self._sql[key]
         except KeyError:
-            sql = self._by_id(self.resource_columns(), self.resources, lock=lock)
+            sql = self._by_id(columns(), table, lock=lock)
             self._sql[key] = sql
-        return Statement(sql, {"id": resource_id})
+        return Statement(sql, {"id": record_id})
+
+    def select_resource(self, resource_id: str, *, lock: bool = False) -> Statement:
+        return self._select_by_id("select_resource", self.resource_columns, self.resources, resource_id, lock)
 
     def _resource_fields(self) -> list[tuple[str, str]]:
         base = [("id", ":id"), ('"workingMemory"', ":working_memory"), ("metadata", self.json_param("metadata"))]
@@ -316,13 +320,7 @@ class Dialect:
     # -- threads -------------------------------------------------------------------------
 
     def select_thread(self, thread_id: str, *, lock: bool = False) -> Statement:
-        key = ("select_thread", "lock" if lock else "")
-        try:
-            sql = self._sql[key]
-        except KeyError:
-            sql = self._by_id(self.thread_columns(), self.threads, lock=lock)
-            self._sql[key] = sql
-        return Statement(sql, {"id": thread_id})
+        return self._select_by_id("select_thread", self.thread_columns, self.threads, thread_id, lock)
 
     def _thread_fields(self) -> list[tuple[str, str]]:
         return [
