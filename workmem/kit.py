@@ -121,6 +121,7 @@ from workmem.records import (
     ThreadPage,
     Unset,
     private_copy,
+    thread_fields,
     trusted_resource,
     trusted_thread,
 )
@@ -204,6 +205,7 @@ __all__ = [
     "scheme_of",
     "shallow",
     "split_userinfo",
+    "thread_fields",
     "thread_working_memory",
     "thread_working_memory_to_merge",
     "to_iso",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -178,6 +178,27 @@ def trusted_thread(
     _t_created_at(record, created_at)
     _t_updated_at(record, updated_at)
     return record
+
+
+def _native(value: datetime) -> datetime:
+    return value
+
+
+def thread_fields(thread: Thread, time: Callable[[datetime], Any] = _native) -> dict[str, Any]:
+    """``thread`` under Mastra's camelCase field names (``id``, ``resourceId``, ``title``, ``metadata``,
+    ``createdAt``, ``updatedAt``), its timestamps as ``time`` writes them (by default the datetimes).
+
+    The one document form of a thread: MongoDB stores it with native dates; Upstash and the wire
+    protocol with ISO-8601 text (:func:`~workmem.timestamps.to_iso`). ``metadata`` is the thread's own.
+    """
+    return {
+        "id": thread.id,
+        "resourceId": thread.resource_id,
+        "title": thread.title,
+        "metadata": thread.metadata,
+        "createdAt": time(thread.created_at),
+        "updatedAt": time(thread.updated_at),
+    }
 
 
 def _own_json(value: Any) -> Any:

@@ -29,7 +29,17 @@ from typing import Any, Final
 
 from workmem.errors import UnreadableRecordError
 from workmem.kit import ResourceChange, ThreadChange, replaced_thread, shallow, updated_resource, updated_thread
-from workmem.records import UNSET, Direction, OrderBy, Resource, Thread, Unset, trusted_resource, trusted_thread
+from workmem.records import (
+    UNSET,
+    Direction,
+    OrderBy,
+    Resource,
+    Thread,
+    Unset,
+    thread_fields,
+    trusted_resource,
+    trusted_thread,
+)
 from workmem.timestamps import from_iso, normalize, to_iso
 from workmem.validation import MAX_SAFE_INT, dump_json
 
@@ -219,25 +229,23 @@ def resource_from_document(document: Mapping[str, Any]) -> Resource:
 # -- records -> documents -------------------------------------------------------------
 
 
-def thread_insert_fields(thread: Thread) -> dict[str, Any]:
-    """The fields a new thread document gets besides ``id`` and ``resourceId`` (which the upsert filter sets)."""
-    return {
-        "title": thread.title,
-        "metadata": thread.metadata,
-        "createdAt": thread.created_at,
-        "updatedAt": thread.updated_at,
-        REV: 1,
-    }
-
-
 def thread_insert(thread: Thread) -> Document:
     """The whole new document of ``thread`` (revision 1), as ``insert_one`` / ``insert_many`` take it."""
-    return {"id": thread.id, "resourceId": thread.resource_id, **thread_insert_fields(thread)}
+    return {**thread_fields(thread), REV: 1}
 
 
 def thread_upsert_fields(thread: Thread) -> Document:
     """What an upsert of a new ``thread`` sets on insert: every field but ``id`` (the filter's), owner included."""
-    return {"resourceId": thread.resource_id, **thread_insert_fields(thread)}
+    document = thread_insert(thread)
+    del document["id"]
+    return document
+
+
+def thread_insert_fields(thread: Thread) -> dict[str, Any]:
+    """The fields a new thread document gets besides ``id`` and ``resourceId`` (which the upsert filter sets)."""
+    document = thread_upsert_fields(thread)
+    del document["resourceId"]
+    return document
 
 
 def resource_insert_fields(resource: Resource) -> Document:
@@ -265,12 +273,9 @@ def thread_restoration(thread: Thread) -> Document:
 
     Metadata is written whole (no key becomes a path); fields workmem does not know are kept.
     """
-    return {
-        "title": thread.title,
-        "metadata": thread.metadata,
-        "createdAt": thread.created_at,
-        "updatedAt": thread.updated_at,
-    }
+    document = thread_insert_fields(thread)
+    del document[REV]
+    return document
 
 
 def resource_document(resource: Resource) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from workmem.errors import UnreadableRecordError, WorkmemError
-from workmem.records import Resource, Thread, trusted_resource, trusted_thread
+from workmem.records import Resource, Thread, thread_fields, trusted_resource, trusted_thread
 from workmem.timestamps import from_iso, normalize, to_iso
 from workmem.validation import dump_json, json_type
 
@@ -157,13 +157,6 @@ def raw_owner(text: str) -> tuple[str | None, dict[str, Any] | None]:
 
 def encode_thread(thread: Thread, raw: dict[str, Any] | None = None) -> str:
     """The document of ``thread``, keeping the unknown fields of ``raw``."""
-    doc: dict[str, Any] = {
-        "id": thread.id,
-        "resourceId": thread.resource_id,
-        "title": thread.title,
-        "metadata": thread.metadata,
-        "createdAt": to_iso(thread.created_at),
-        "updatedAt": to_iso(thread.updated_at),
-    }
+    doc = thread_fields(thread, to_iso)
     doc.update(_others(raw, _THREAD_FIELDS))
     return dump_json(doc)

@@ -16,7 +16,7 @@ from typing import Any
 
 from workmem import errors, incidents
 from workmem.errors import HarnessError, UnreadableRecordError, WorkmemError
-from workmem.records import RecordPage, Resource, Thread, Unset
+from workmem.records import RecordPage, Resource, Thread, Unset, thread_fields
 from workmem.timestamps import from_iso, to_iso
 
 __all__ = [
@@ -74,14 +74,7 @@ def encode_resource(resource: Resource) -> dict[str, Any]:
 
 
 def encode_thread(thread: Thread) -> dict[str, Any]:
-    return {
-        "id": thread.id,
-        "resourceId": thread.resource_id,
-        "title": thread.title,
-        "metadata": thread.metadata,
-        "createdAt": stamp(thread.created_at),
-        "updatedAt": stamp(thread.updated_at),
-    }
+    return thread_fields(thread, stamp)
 
 
 def _time(value: Mapping[str, Any], key: str) -> datetime:
