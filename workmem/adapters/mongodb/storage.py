@@ -138,6 +138,8 @@ if TYPE_CHECKING:
 __all__ = ["AsyncMongoStorage", "MongoHooks", "MongoStorage"]
 
 T = TypeVar("T")
+C = TypeVar("C", bound="MongoClient[Document] | AsyncMongoClient[Document]")
+P = TypeVar("P", bound="DatabasePort")
 
 MAX_ATTEMPTS: Final = 200
 """Compare-and-swap attempts before giving up; each lost attempt means another writer succeeded."""
@@ -169,14 +171,23 @@ class MongoHooks(StorageHooks):
     _transactions: bool | None = None
     """Whether the server runs multi-document transactions (``None``: not asked yet; see :meth:`_probe`)."""
     _history_policy: HistoryPolicy | None = None
+    _client: MongoClient[Document] | AsyncMongoClient[Document]
+    """The driver's client (the sync or the async one)."""
 
-    def _attach(self, port: DatabasePort, database: str, *, owns_client: bool, url: str | None) -> None:
-        self._db = port
+    def _attach(
+        self, client: C, database: str, port: Callable[[C, str], P], *, owns_client: bool, url: str | None
+    ) -> P:
+        """Serve database ``database`` of ``client`` through ``port(client, database)`` (no I/O), and return it."""
+        database = checked_database(database)
+        self._client = client
         self._errors: ModuleType = import_driver("pymongo.errors", "mongodb")
         self._secrets = Secrets(url or f"mongodb:///{database}")
+        with driver_errors(self._errors, self._secrets, "open database"):
+            self._db = opened = port(client, database)
         self._owns_client = owns_client
         self._closed = False
         self.database = database
+        return opened
 
     @property
     def history(self) -> HistoryPolicy | None:
@@ -719,15 +730,9 @@ class MongoStorage(MongoHooks, MemoryStorage):
         create_indexes: bool = True,
     ) -> None:
         """Use ``client`` (a ``pymongo.MongoClient``); ``close()`` closes it if ``owns_client``."""
-        database = checked_database(database)
-        self._client = client
-        with driver_errors(
-            import_driver("pymongo.errors", "mongodb"), Secrets(url or f"mongodb:///{database}"), "open database"
-        ):
-            port = BlockingDatabase(client, database)
+        port = self._attach(client, database, BlockingDatabase, owns_client=owns_client, url=url)
         self._threads: Collection[Document] = port.threads.collection
         self._resources: Collection[Document] = port.resources.collection
-        self._attach(port, database, owns_client=owns_client, url=url)
         if create_indexes:
             self.create_indexes()
 
@@ -737,10 +742,9 @@ class MongoStorage(MongoHooks, MemoryStorage):
         database, create, secrets = settings.database, settings.create, settings.secrets
         client = open_client(url, settings.options, secrets)
         try:
-            if database is None:
-                with driver_errors(import_driver("pymongo.errors", "mongodb"), secrets, "read database name"):
-                    database = client.get_default_database(DEFAULT_DATABASE).name
-            storage = cls(client, database, owns_client=True, url=url, create_indexes=create)
+            storage = cls(
+                client, _database_name(client, database, secrets), owns_client=True, url=url, create_indexes=create
+            )
             if not create:
                 run_sync(storage._check_collections())
             return storage  # connect(url, history=...) asks the server then, through the history setter
@@ -768,15 +772,9 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
         url: str | None = None,
     ) -> None:
         """Use ``client`` (a ``pymongo.AsyncMongoClient``); creates nothing (see :meth:`create_indexes`)."""
-        database = checked_database(database)
-        self._client = client
-        with driver_errors(
-            import_driver("pymongo.errors", "mongodb"), Secrets(url or f"mongodb:///{database}"), "open database"
-        ):
-            port = AwaitedDatabase(client, database)
+        port = self._attach(client, database, AwaitedDatabase, owns_client=owns_client, url=url)
         self._threads: AsyncCollection[Document] = port.threads.collection
         self._resources: AsyncCollection[Document] = port.resources.collection
-        self._attach(port, database, owns_client=owns_client, url=url)
 
     @classmethod
     async def open(cls, url: str, **options: Any) -> Self:
@@ -785,12 +783,8 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
         database, create, secrets = settings.database, settings.create, settings.secrets
         client = open_async_client(url, settings.options, secrets)
         try:
-            errors = import_driver("pymongo.errors", "mongodb")
-            if database is None:
-                with driver_errors(errors, secrets, "read database name"):
-                    database = client.get_default_database(DEFAULT_DATABASE).name
-            storage = cls(client, database, owns_client=True, url=url)
-            with driver_errors(errors, secrets, "connect"):
+            storage = cls(client, _database_name(client, database, secrets), owns_client=True, url=url)
+            with driver_errors(storage._errors, secrets, "connect"):
                 await client.aconnect()  # a +srv URL resolves its DNS records here
             if create:
                 await storage._create_indexes()
@@ -808,6 +802,16 @@ class AsyncMongoStorage(MongoHooks, AsyncMemoryStorage):
 
 
 MongoStorage.async_adapter = "workmem.adapters.mongodb.storage:AsyncMongoStorage"
+
+
+def _database_name(
+    client: MongoClient[Document] | AsyncMongoClient[Document], database: str | None, secrets: Secrets
+) -> str:
+    """``database``, or else the one the URL names (``DEFAULT_DATABASE`` where it names none); no I/O."""
+    if database is not None:
+        return database
+    with driver_errors(import_driver("pymongo.errors", "mongodb"), secrets, "read database name"):
+        return client.get_default_database(DEFAULT_DATABASE).name
 
 
 def _owned_filter(thread_id: str, owner: str | None) -> Document:
