@@ -175,9 +175,19 @@ _COUNT_TRIGGERS = """DO $do$ BEGIN
   END IF;
 END $do$"""
 
-_MERGE_PATCH = """
-CREATE OR REPLACE FUNCTION {s}.workmem_merge_patch(target json, patch json) RETURNS json
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+
+def _pure_function(signature: str, body: str) -> str:
+    """The DDL of the immutable PL/pgSQL function ``{s}.signature`` whose ``body`` runs up to its closing ``END``.
+
+    A template like the rest of this schema: ``{s}`` and the limits are filled in by :meth:`PostgresDialect.ddl`.
+    """
+    head = f"\nCREATE OR REPLACE FUNCTION {{s}}.{signature}\nLANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$\n"
+    return f"{head}{body}END\n$fn$\n"
+
+
+_MERGE_PATCH = _pure_function(
+    "workmem_merge_patch(target json, patch json) RETURNS json",
+    """\
 BEGIN
   -- RFC 7396, section 2: objects merge recursively, null deletes, anything else replaces.
   -- json, not jsonb: numbers stay as written and keys keep their order (kept keys, then new ones).
@@ -233,13 +243,12 @@ BEGIN
       SELECT path || 'z', '}}' FROM node WHERE walk  -- after every member: 'z' sorts after the hex digits
     ) AS tokens(sortkey, token)
   );
-END
-$fn$
-"""
+""",
+)
 
-_CHECK_SIZE = """
-CREATE OR REPLACE FUNCTION {s}.workmem_checked_metadata(metadata jsonb) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+_CHECK_SIZE = _pure_function(
+    "workmem_checked_metadata(metadata jsonb) RETURNS jsonb",
+    """\
 BEGIN
   -- A shallow merge of two valid objects can exceed the limit. jsonb text has a space after each ':'
   -- and ',' and normalizes numbers, so it over-measures Python's compact JSON: under the limit here is
@@ -249,13 +258,12 @@ BEGIN
     RAISE EXCEPTION 'merged metadata may be larger than % bytes as JSON', {limit} USING ERRCODE = '{near_limit}';
   END IF;
   RETURN metadata;
-END
-$fn$
-"""
+""",
+)
 
-_METADATA_OBJECT = """
-CREATE OR REPLACE FUNCTION {s}.workmem_mastra_metadata_object(stored jsonb) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+_METADATA_OBJECT = _pure_function(
+    "workmem_mastra_metadata_object(stored jsonb) RETURNS jsonb",
+    """\
 DECLARE
   unwrapped jsonb;
 BEGIN
@@ -276,13 +284,12 @@ BEGIN
   END IF;
   RAISE EXCEPTION 'stored metadata is a JSON %, not an object; a merge needs an object', jsonb_typeof(stored)
     USING ERRCODE = '{unreadable}';
-END
-$fn$
-"""
+""",
+)
 
-_METADATA_TEXT_OBJECT = """
-CREATE OR REPLACE FUNCTION {s}.workmem_mastra_metadata_object(stored text) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+_METADATA_TEXT_OBJECT = _pure_function(
+    "workmem_mastra_metadata_object(stored text) RETURNS jsonb",
+    """\
 DECLARE
   doc jsonb;
 BEGIN
@@ -296,13 +303,12 @@ BEGIN
     RAISE EXCEPTION 'stored metadata is not JSON; a merge needs a JSON object' USING ERRCODE = '{unreadable}';
   END;
   RETURN {s}.workmem_mastra_metadata_object(doc);
-END
-$fn$
-"""
+""",
+)
 
-_MERGE_DOCUMENT = """
-CREATE OR REPLACE FUNCTION {s}.workmem_merge_document(stored text, patch json) RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+_MERGE_DOCUMENT = _pure_function(
+    "workmem_merge_document(stored text, patch json) RETURNS text",
+    """\
 DECLARE
   doc json;
   tree jsonb;
@@ -359,9 +365,8 @@ BEGIN
     RAISE EXCEPTION 'merged working memory is larger than % bytes', {limit} USING ERRCODE = '{too_large}';
   END IF;
   RETURN merged;
-END
-$fn$
-"""
+""",
+)
 _WALK_BYTES = 256 * 1024
 _WALK_DEPTH = 4
 """Stored memory (or a patch with a null) over ``_WALK_BYTES`` that nests ``_WALK_DEPTH`` levels deep is merged
