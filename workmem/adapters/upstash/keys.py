@@ -62,10 +62,10 @@ class KeySpace:
     prefix: str = ""
 
     def resource(self, resource_id: str) -> str:
-        return f"{self.prefix}{RESOURCE_PART}{resource_id}"
+        return self.resource_key_start + resource_id
 
     def thread(self, thread_id: str) -> str:
-        return f"{self.prefix}{THREAD_PART}{thread_id}"
+        return self.thread_key_start + thread_id
 
     @property
     def thread_key_start(self) -> str:
