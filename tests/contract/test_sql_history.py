@@ -339,14 +339,20 @@ def test_delete_resource_erases_one_user_once(url: str) -> None:
 
 
 def test_delete_resource_removes_versions_left_by_threads_deleted_without_history(url: str) -> None:
-    """Versions whose thread is gone (deleted on a connection without history, or by Mastra) go with their user."""
+    """A thread deleted on a connection without history takes its versions too; one deleted by another program
+    (Mastra deletes the row alone) leaves them, and they go with their user."""
     with workmem.connect(url, history=True) as storage:
-        storage.create_thread(_thread("t1", "u1"))
-        storage.set_working_memory("kept?", scope="thread", thread_id="t1")
+        for thread_id in ("t1", "t2"):
+            storage.create_thread(_thread(thread_id, "u1"))
+            storage.set_working_memory("kept?", scope="thread", thread_id=thread_id)
     with workmem.connect(url) as plain:
         assert plain.delete_thread("t1") is True
+    with raw_sql(url) as sql:
+        if sql is None:  # sqld: no second client here to delete a row behind workmem's back
+            return
+        sql("DELETE FROM mastra_threads WHERE id = 't2'")
     with workmem.connect(url, history=True) as storage:
-        assert storage.delete_resource("u1") == ErasedResource("u1", False, (), 1)
+        assert storage.delete_resource("u1") == ErasedResource("u1", False, (), 1)  # t2's version; t1 had none left
 
 
 def test_delete_resource_racing_writes_leaves_nothing_half(url: str) -> None:
