@@ -590,7 +590,9 @@ def test_a_read_runs_again_once_on_a_dead_session(store: OracleStorage, pool: Fa
 
 
 def test_a_write_never_runs_again_on_a_dead_session(store: OracleStorage, pool: FakePool) -> None:
-    pool.script = [("DELETE", _error(oracledb.DatabaseError, 0, "DPY-4011", dead=True)), ("DELETE", (1, []))]
+    # delete_thread is a write transaction (the row locked, then it and its history deleted): its first statement
+    # lost on a dead session is never run again
+    pool.script = [("SELECT", _error(oracledb.DatabaseError, 0, "DPY-4011", dead=True)), ("SELECT", (1, []))]
     with pytest.raises(BackendUnavailableError):
         store.delete_thread("t-1")
     assert len(pool.script) == 1
@@ -855,7 +857,7 @@ def test_async_read_runs_again_once_on_a_dead_session_and_a_write_never(async_po
         cause = info.value.__cause__
         assert "tiger" not in str(info.value) and isinstance(cause, workmem.DriverError)
         assert cause.driver == "oracledb.exceptions.DatabaseError" and cause.code == "DPY-4011"
-        async_pool.script = [("DELETE", dead), ("DELETE", (1, []))]
+        async_pool.script = [("SELECT", dead), ("SELECT", (1, []))]  # delete_thread's transaction begins with a lock
         with pytest.raises(BackendUnavailableError):
             await storage.delete_thread("t-1")
         assert len(async_pool.script) == 1
