@@ -276,6 +276,15 @@ class StorageHooks(ABC):
         """``key``'s versions numbered below ``before`` (``None``: all), newest first, at most ``limit``."""
         raise OperationNotSupportedError("working memory history")
 
+    async def _versioned_keys(self, after: HistoryKey | None, limit: int) -> list[HistoryKey] | None:
+        """At most ``limit`` keys of the working memories that have versions, in this store's order, after ``after``.
+
+        ``None`` (the default): the store cannot list them, and a copy or an export asks every record's
+        history instead (:func:`workmem.transfer.versions.history_keys`). The order is the store's own,
+        any total order on the keys that ``after`` continues.
+        """
+        return None
+
     async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
         """Store ``versions`` as given (an import), each one absent (same key and number) only; how many were new.
 
@@ -338,7 +347,7 @@ def read_record_page(rows: Sequence[X], read: Callable[[X], R], key: Callable[[X
 
 HOOK_NAMES: tuple[str, ...] = tuple(sorted(StorageHooks.__abstractmethods__))
 """Every hook an adapter implements (the abstract methods of :class:`StorageHooks`), by name."""
-OPTIONAL_HOOK_NAMES: tuple[str, ...] = ("_delete_resource", "_history", "_insert_versions")
+OPTIONAL_HOOK_NAMES: tuple[str, ...] = ("_delete_resource", "_history", "_insert_versions", "_versioned_keys")
 """The hooks of the optional capabilities (``history``, ``erase``), by name."""
 
 
@@ -380,5 +389,6 @@ class ForwardingHooks(StorageHooks):
     _replace_thread = _forwarder("_replace_thread")
     _history = _forwarder("_history")
     _insert_versions = _forwarder("_insert_versions")
+    _versioned_keys = _forwarder("_versioned_keys")
     _delete_resource = _forwarder("_delete_resource")
     _close = _forwarder("_close")

@@ -310,6 +310,11 @@ class ReferenceHooks(StorageHooks):
             older = [v for v in reversed(versions) if before is None or v.version < before]
         return older[:limit]  # a version is frozen and its source a copy of its own (MemoryVersion checks it)
 
+    async def _versioned_keys(self, after: HistoryKey | None, limit: int) -> list[HistoryKey] | None:
+        with self._store.lock:
+            keys = sorted((k for k, kept in self._store.history.items() if kept), key=_key_order)
+        return [k for k in keys if after is None or _key_order(k) > _key_order(after)][:limit]
+
     async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
         added = 0
         with self._store.lock:
@@ -363,3 +368,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     warnings.warn(f"{name} is renamed {renamed.__name__}", DeprecationWarning, stacklevel=2)
     return renamed
+
+
+def _key_order(key: HistoryKey) -> tuple[str, str, str]:
+    return key.resource_id, key.scope, key.memory_id

@@ -22,7 +22,7 @@ from workmem.hooks import StorageHooks
 from workmem.records import Resource, Thread
 from workmem.transfer.report import Issue, TransferReport
 
-__all__ = ["HISTORY_PAGE", "VersionBatch", "history_keys", "user_records", "versions_of"]
+__all__ = ["HISTORY_PAGE", "VersionBatch", "history_keys", "holds", "user_records", "versions_of"]
 
 HISTORY_PAGE: Final = 10_000
 """Versions read at a time from one working memory's history."""
@@ -41,11 +41,34 @@ async def versions_of(source: StorageHooks, key: HistoryKey) -> list[MemoryVersi
 
 
 async def history_keys(source: StorageHooks, page_size: int) -> AsyncIterator[HistoryKey]:
-    """The working memory of every record of ``source``: each resource's (by id), then each thread's (by id)."""
-    async for resource in operations.iter_resources(source, page_size):
-        yield HistoryKey(resource.id)
-    async for thread in operations.iter_threads(source, page_size):
-        yield HistoryKey(thread.resource_id, thread.id)
+    """The working memory of every record of ``source`` that may have versions.
+
+    Where the store lists the keys that have versions (:meth:`~workmem.hooks.StorageHooks._versioned_keys`),
+    those of records it holds (a version whose record is gone is not copied); otherwise every
+    resource's (by id), then every thread's (by id): one history read per record.
+    """
+    page = await source._versioned_keys(None, page_size)
+    if page is None:
+        async for resource in operations.iter_resources(source, page_size):
+            yield HistoryKey(resource.id)
+        async for thread in operations.iter_threads(source, page_size):
+            yield HistoryKey(thread.resource_id, thread.id)
+        return
+    while page:
+        for key in page:
+            if await holds(source, key):
+                yield key
+        if len(page) < page_size:
+            return
+        page = await source._versioned_keys(page[-1], page_size) or []
+
+
+async def holds(storage: StorageHooks, key: HistoryKey) -> bool:
+    """Whether ``storage`` holds the record of ``key``'s working memory (a thread: owned by that resource)."""
+    if key.thread_id is None:
+        return await operations.get_resource(storage, key.resource_id) is not None
+    thread = await operations.get_thread(storage, key.thread_id, None)
+    return thread is not None and thread.resource_id == key.resource_id
 
 
 async def user_records(
@@ -82,7 +105,7 @@ class VersionBatch:
         if not self.keeps:
             self.report.count("version", "dropped", len(batch))
             return
-        homes = {key: await self._home(key) for key in dict.fromkeys(v.key for v in batch)}
+        homes = {key: await holds(self.target, key) for key in dict.fromkeys(v.key for v in batch)}
         for key, home in homes.items():
             if not home:
                 detail = "its history is not written: the destination holds no {} of that id"
@@ -96,16 +119,6 @@ class VersionBatch:
         added = await self.target._insert_versions(kept) if kept else 0
         self.report.count("version", "inserted", added)
         self.report.count("version", "skipped", len(kept) - added)
-
-    async def _home(self, key: HistoryKey) -> bool:
-        """Whether ``target`` holds the record of ``key``'s working memory (a thread: owned by that resource).
-
-        History written without it would wait for a record made later under that id and be taken for its own.
-        """
-        if key.thread_id is None:
-            return await operations.get_resource(self.target, key.resource_id) is not None
-        thread = await operations.get_thread(self.target, key.thread_id, None)
-        return thread is not None and thread.resource_id == key.resource_id
 
 
 async def copy_history(source: StorageHooks, target: StorageHooks, report: TransferReport, page_size: int) -> None:

@@ -563,6 +563,26 @@ class Dialect:
         params = {**self._key_params(key), "limit": min(limit, MAX_ROWS)}
         return Statement(sql, params if before is None else {**params, "before": before})
 
+    def select_versioned_keys(self, after: HistoryKey | None, limit: int) -> Statement:
+        """At most ``limit`` keys of working memories that have versions, after ``after`` (``None``: from the first).
+
+        In the primary key's order (resource, scope, memory) as the database sorts it, so that a
+        copy walks the versions page by page on that index, without reading every record.
+        """
+        params: dict[str, Any] = {"limit": min(limit, MAX_ROWS)}
+        where = ""
+        if after is not None:
+            where = (
+                " WHERE resource_id > :resource_id OR (resource_id = :resource_id AND "
+                "(scope > :scope OR (scope = :scope AND memory_id > :memory_id)))"
+            )
+            params.update(self._key_params(after))
+        sql = (
+            f"SELECT DISTINCT resource_id, scope, memory_id FROM {self.history}{where} "
+            f"ORDER BY resource_id, scope, memory_id{self.limit_clause()}"
+        )
+        return Statement(sql, params)
+
     def _version_fields(self) -> list[tuple[str, str]]:
         return [
             ("resource_id", ":resource_id"),

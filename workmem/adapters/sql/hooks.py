@@ -601,6 +601,12 @@ class SqlHooks(StorageHooks):
         rows = (await self._execute(self.dialect.select_versions(key, limit, before), read=True)).rows
         return [version_from_row(key, row) for row in rows]
 
+    async def _versioned_keys(self, after: HistoryKey | None, limit: int) -> list[HistoryKey] | None:
+        if not self.dialect.history_present:
+            return []
+        rows = (await self._execute(self.dialect.select_versioned_keys(after, limit), read=True)).rows
+        return [HistoryKey(resource, None if scope == "resource" else memory) for resource, scope, memory in rows]
+
     async def _insert_versions(self, versions: Sequence[MemoryVersion]) -> int:
         if not self.dialect.history_present:
             raise OperationNotSupportedError(f"working memory history (create=False, no {HISTORY_TABLE} table)")
