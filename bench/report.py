@@ -84,6 +84,8 @@ _LAG_TARGET_BACKENDS = ("libsql",)
 LIST_GROWTH_LIMIT = 2.0
 COPY_RATIO_LIMIT = 2.0
 """``workmem.copy`` libSQL -> PostgreSQL at most this many times psycopg ``COPY`` of the same rows."""
+COPY_REVERSE_LIMIT = 2.0
+"""``workmem.copy`` PostgreSQL -> libSQL at most this many times libSQL -> PostgreSQL of the same rows."""
 COPY_RSS_GROWTH_LIMIT = 1.25
 """Flat memory: the copying process's peak RSS at the largest size / at the smallest."""
 BIG_MERGE_RATIO_LIMIT = 3.0
@@ -197,7 +199,12 @@ def evaluate_copy_targets(section: dict[str, Any]) -> list[dict[str, Any]]:
     if last["threads"] < wanted:
         ratio.update(status="n/a", detail=f"not judged: measured up to {last['threads']:,}, the target is at "
                      f"{wanted:,} (run without --quick); {detail}")  # fmt: skip
-    out = [ratio]
+    reverse_name = f"copy PostgreSQL -> libSQL <= {COPY_REVERSE_LIMIT}x libSQL -> PostgreSQL"
+    reverse = _target(reverse_name, round(last["reverse_s"] / last["copy_s"], 2), COPY_REVERSE_LIMIT,
+                      f"{last['threads']:,} threads: {last['reverse_s']} s vs {last['copy_s']} s")  # fmt: skip
+    if last["threads"] < wanted:
+        reverse.update(status="n/a", detail=f"not judged below {wanted:,} threads; {reverse['detail']}")
+    out = [ratio, reverse]
     for direction in ("copy", "reverse"):
         low, high = first[f"{direction}_rss_mb"], last[f"{direction}_rss_mb"]
         growth = None if low is None or high is None else round(high / low, 3)

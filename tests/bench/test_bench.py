@@ -427,11 +427,15 @@ def test_copy_section_reports_each_size_both_ways_and_cleans_up(monkeypatch: pyt
     targets = {t["name"].split(" <=")[0].split(":")[0]: t for t in evaluate_copy_targets(section)}
     assert set(targets) == {
         "copy libSQL -> PostgreSQL",
+        "copy PostgreSQL -> libSQL",
         "libSQL -> PostgreSQL peak RSS flat",
         "PostgreSQL -> libSQL peak RSS flat",
         "every record copied, both ways, every size",
     }
     assert targets["copy libSQL -> PostgreSQL"]["status"] == "n/a"  # 50 threads: not the 100,000 of the target
+    assert targets["copy PostgreSQL -> libSQL"]["status"] == "n/a"
+    last = section["points"][-1]
+    assert targets["copy PostgreSQL -> libSQL"]["value"] == round(last["reverse_s"] / last["copy_s"], 2)
     assert targets["every record copied, both ways, every size"]["status"] == "PASS"
     section["targets"] = list(targets.values())
     text = format_report({"backends": {}, "copy": section})
