@@ -35,11 +35,9 @@ def to_iso(value: datetime) -> str:
     As JavaScript's ``toISOString()``: always four year digits (``0001-01-01T…``;
     ``strftime("%Y")`` would write ``1-01-01T…``, which no ISO reader takes).
     """
-    v = normalize(value)
-    return (
-        f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}."
-        f"{v.microsecond // 1000:03d}Z"
-    )
+    if type(value) is not datetime or value.tzinfo is not UTC or value.microsecond % 1000:
+        value = normalize(value)  # a record's timestamps are normalized already: most calls skip this
+    return value.isoformat(timespec="milliseconds")[:-6] + "Z"  # isoformat writes four year digits; "+00:00" cut
 
 
 _SHORT_YEAR = re.compile(r"(\d{1,3})(?=-\d\d-\d\d)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
@@ -431,20 +431,31 @@ class Dialect:
         """At most ``limit`` threads with ids after ``after`` (keyset), ascending by :meth:`id_order`."""
         return self._record_page("thread_page", self.thread_columns(), self.threads, after, limit)
 
+    def _rows_of_values(self, table: str, fields: Sequence[tuple[str, str]], count: int) -> tuple[str, str]:
+        """``(columns, VALUES rows)`` for ``count`` rows of ``fields``, each row's placeholders ``:name_INDEX``.
+
+        Built once per table and row count (a copy's batches are mostly one size), not per batch.
+        """
+        key = ("rows", table, str(count))
+        try:
+            values = self._sql[key]
+        except KeyError:
+            row = "(" + ", ".join(PLACEHOLDER.sub(":\\1_\0", value) for _, value in fields) + ")"
+            values = self._sql[key] = ", ".join(row.replace("\0", str(index)) for index in range(count))
+        return ", ".join(column for column, _ in fields), values
+
+    @staticmethod
+    def _numbered(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+        """The parameters of :meth:`_rows_of_values`: each row's values named ``name_INDEX``."""
+        return {f"{name}_{index}": value for index, row in enumerate(rows) for name, value in row.items()}
+
     def _insert_many(
         self, table: str, fields: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]]
     ) -> Statement:
         """One multi-row ``INSERT … ON CONFLICT (id) DO NOTHING RETURNING id``: the ids it inserted come back."""
-        columns = ", ".join(column for column, _ in fields)
-        values = []
-        params: dict[str, Any] = {}
-        for index, row in enumerate(rows):
-            values.append("(" + ", ".join(PLACEHOLDER.sub(rf":\1_{index}", value) for _, value in fields) + ")")
-            params.update((f"{name}_{index}", value) for name, value in row.items())
-        sql = (
-            f"INSERT INTO {table} AS t ({columns}) VALUES {', '.join(values)} ON CONFLICT (id) DO NOTHING RETURNING id"
-        )
-        return Statement(sql, params)
+        columns, values = self._rows_of_values(table, fields, len(rows))
+        sql = f"INSERT INTO {table} AS t ({columns}) VALUES {values} ON CONFLICT (id) DO NOTHING RETURNING id"
+        return Statement(sql, self._numbered(rows))
 
     def insert_resources(self, resources: Sequence[Resource]) -> Statement:
         """Insert the absent resources in one statement; the inserted ids come back."""
@@ -607,18 +618,12 @@ class Dialect:
 
     def insert_versions(self, versions: Sequence[MemoryVersion]) -> Statement:
         """Insert the versions whose (key, number) is absent, in one statement; its row count is how many."""
-        fields = self._version_fields()
-        columns = ", ".join(column for column, _ in fields)
-        values = []
-        params: dict[str, Any] = {}
-        for index, version in enumerate(versions):
-            values.append("(" + ", ".join(PLACEHOLDER.sub(rf":\1_{index}", value) for _, value in fields) + ")")
-            params.update((f"{name}_{index}", value) for name, value in self.version_params(version).items())
+        columns, values = self._rows_of_values(self.history, self._version_fields(), len(versions))
         sql = (
-            f"INSERT INTO {self.history} ({columns}) VALUES {', '.join(values)} "
+            f"INSERT INTO {self.history} ({columns}) VALUES {values} "
             "ON CONFLICT (resource_id, scope, memory_id, version) DO NOTHING"
         )
-        return Statement(sql, params)
+        return Statement(sql, self._numbered(self.version_params(version) for version in versions))
 
     def delete_versions(self, key: HistoryKey) -> Statement:
         """Every version of ``key`` (a deleted thread's)."""
