@@ -8,7 +8,7 @@ the SQL it speaks is SQLite's.
 * :mod:`.settings` — the URL and options parsed (:func:`parse_libsql_url`), a local path checked;
 * :mod:`.errors` — the driver's errors classified (busy, unavailable, refused);
 * :mod:`.pool` — the connections, each lent to one thread at a time;
-* :mod:`.engines` — the SQLite engine under a database: ``apsw`` for a file, the ``libsql`` wheel for a server;
+* :mod:`.port` — the only code touching the drivers: ``apsw`` for a file, the ``libsql`` wheel for a server;
 * :mod:`.dialect` — what SQLite's SQL does differently (:class:`~.dialect.SQLiteDialect`);
 * :mod:`.readonly` — what :meth:`LibSQLStorage.query` refuses, so that nothing outlives the call;
 * :mod:`.foreign` — another SQLite library holding a file in this process, told apart from workmem's connections;

@@ -29,7 +29,7 @@ process sends one write at a time per server (:mod:`.remote`), and the server's 
 and 403 are :class:`~workmem.errors.BackendRefusedError` saying authentication failed or
 permission denied.
 
-Engines (``pip install 'workmem[libsql]'`` installs both; see :mod:`.engines`): a local
+Engines (``pip install 'workmem[libsql]'`` installs both; see :mod:`.port`): a local
 file or ``:memory:`` opens with ``apsw`` (a current SQLite; prepared statements kept in
 each connection's cache; the GIL released while SQLite runs); remote servers with the
 ``libsql`` wheel (SQLite 3.45), which ``engine="libsql"`` also keeps for a file, at the
@@ -96,10 +96,10 @@ from workmem.records import Resource, Unset
 from workmem.storage import MemoryStorage
 
 from .dialect import SQLiteDialect
-from .engines import claims, engine_for
 from .errors import _REFUSALS, _error_kind, _is_busy, _status
 from .foreign import foreign_sqlite, own
 from .pool import _Pool
+from .port import claims, engine_for
 from .query_worker import QueryWorker
 from .readonly import refused_pragma, refused_program
 from .remote import cut_write, nothing_missing, schema_query, writer_lock, writing
@@ -193,7 +193,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         self._query_worker: QueryWorker | None = None  # a file's query() process, started by the first call
         self._pool_size = 1 if self._memory else pool_size
         self._unclaim: Callable[[], object] = lambda: None
-        """Frees the file in engines.claims, once: by close(), or when the storage is collected unclosed."""
+        """Frees the file in port.claims, once: by close(), or when the storage is collected unclosed."""
         if self._path is not None:
             claims.claim(self._path, self._engine.name, self._url)
             self._unclaim = weakref.finalize(self, claims.release, self._path)
@@ -239,7 +239,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
 
     @property
     def engine(self) -> str:
-        """``"apsw"`` or ``"libsql"``: the SQLite engine this storage runs on (see :mod:`.engines`)."""
+        """``"apsw"`` or ``"libsql"``: the SQLite engine this storage runs on (see :mod:`.port`)."""
         return self._engine.name
 
     @property
