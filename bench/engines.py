@@ -10,7 +10,7 @@ in three runs, each subject's figure the median of its three run medians:
   created in the same file.
 
 workmem itself runs in the same interleaving on both of its engines for a file
-(:mod:`workmem.adapters.libsql.engines`): ``workmem`` is the default, ``apsw``;
+(:mod:`workmem.adapters.libsql.port`): ``workmem`` is the default, ``apsw``;
 ``workmem_libsql`` is ``engine="libsql"``, the wheel. Each runs ``get_thread``
 (a lookup like the others) and ``merge`` (``merge_working_memory`` of one field
 into one of ten resources, a write transaction at the default ``synchronous=full``);

@@ -144,7 +144,7 @@ class _CountingConnection:
 
 @contextmanager
 def _libsql(ns: Namespace) -> Iterator[Counted]:
-    from workmem.adapters.libsql.engines import ApswEngine, WheelEngine
+    from workmem.adapters.libsql.port import ApswEngine, WheelEngine
 
     counter = [0]
     originals = {engine: engine.connect for engine in (ApswEngine, WheelEngine)}

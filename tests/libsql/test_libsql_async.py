@@ -1,7 +1,7 @@
 """The async API on libSQL files: worker threads sized by the pool, the event loop kept running, cancellation.
 
 The ``libsql`` wheel is sync only: ``connect_async`` runs :class:`LibSQLStorage` on
-worker threads (:class:`~workmem.adapters.libsql.aio.AsyncLibSQLStorage`).
+worker threads (:class:`~workmem.adapters.libsql.storage.AsyncLibSQLStorage`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from raw_sqlite import raw
 
 import workmem
 from workmem import StorageClosedError, Thread, ValidationError
-from workmem.adapters.libsql import LibSQLStorage
-from workmem.adapters.libsql.aio import AsyncLibSQLStorage
+from workmem.adapters.libsql import AsyncLibSQLStorage, LibSQLStorage
 
 pytestmark = pytest.mark.backend("libsql")
 

@@ -93,7 +93,7 @@ def test_engine_options_are_checked(tmp_path: Path, url: str, options: dict[str,
 
 
 def test_a_remote_server_runs_on_the_wheel() -> None:
-    from workmem.adapters.libsql.engines import WheelEngine, engine_for
+    from workmem.adapters.libsql.port import WheelEngine, engine_for
 
     assert isinstance(engine_for(None, remote=True), WheelEngine)
     assert isinstance(engine_for("libsql", remote=True), WheelEngine)

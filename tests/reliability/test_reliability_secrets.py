@@ -373,7 +373,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
     from workmem.adapters.mongodb.client import driver_url
     from workmem.adapters.oracle import OracleSettings
     from workmem.adapters.postgres import parse_postgres_url
-    from workmem.adapters.upstash.connection import UpstashSettings
+    from workmem.adapters.upstash.settings import UpstashSettings
 
     secret = raw_password(kind)
     conninfo, schema = parse_postgres_url(f"postgresql://u:{secret}@db.example.com:5433/app?schema=s1&sslmode=disable")
@@ -406,7 +406,7 @@ def test_raw_passwords_reach_each_driver_as_written(kind: str) -> None:
 
 
 def test_an_upstash_token_with_an_ampersand_is_one_token() -> None:
-    from workmem.adapters.upstash.connection import UpstashSettings
+    from workmem.adapters.upstash.settings import UpstashSettings
 
     settings = UpstashSettings.from_url("upstash+https://h.example.com?token=AbC&dEf+1=&prefix=p:")
     assert (settings.token, settings.prefix) == ("AbC&dEf+1=", "p:")

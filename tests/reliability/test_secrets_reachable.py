@@ -374,7 +374,7 @@ def test_settings_objects_show_no_secret() -> None:
     from workmem.adapters.mongodb.client import Secrets
     from workmem.adapters.oracle import OracleSettings
     from workmem.adapters.postgres import PostgresSettings
-    from workmem.adapters.upstash.connection import UpstashSettings
+    from workmem.adapters.upstash.settings import UpstashSettings
 
     secret = new_secret()
     shown = [

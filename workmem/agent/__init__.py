@@ -10,11 +10,11 @@ message that shows the memory to the model. ``AsyncMemory`` is the same on an
 
 from __future__ import annotations
 
-from workmem.agent.agents import SUB_AGENT_PREFIX, SubAgentResourceId, sub_agent_resource_id
 from workmem.agent.aio import AsyncMemory
 from workmem.agent.memory import Memory, ToolResult
 from workmem.agent.prompt import DATA_TAG, MEMORY_MESSAGE_NAME, escape_data, is_memory_message
 from workmem.agent.schema import WorkingMemorySchema
+from workmem.agent.sub_agents import SUB_AGENT_PREFIX, SubAgentResourceId, sub_agent_resource_id
 from workmem.agent.templates import DEFAULT_TEMPLATE
 from workmem.agent.tool import TOOL_NAME, to_anthropic_tool, to_openai_tool
 

@@ -76,8 +76,8 @@ class Memory(MemoryBase):
 
     Resource ids starting with ``"workmem-sub-agent:"`` are reserved for isolated
     sub-agents: every method refuses them as plain strings (``ValidationError``)
-    and takes them only as a :class:`~workmem.agent.agents.SubAgentResourceId`
-    (see :func:`~workmem.agent.agents.sub_agent_resource_id`).
+    and takes them only as a :class:`~workmem.agent.sub_agents.SubAgentResourceId`
+    (see :func:`~workmem.agent.sub_agents.sub_agent_resource_id`).
     """
 
     _kind: ClassVar[str] = "Memory"

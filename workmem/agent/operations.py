@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from workmem import operations
-from workmem.agent.agents import check_resource_id
 from workmem.agent.prompt import (
     insert_memory_message,
     render_system_message,
@@ -36,6 +35,7 @@ from workmem.agent.prompt import (
     unfence,
 )
 from workmem.agent.schema import SchemaInput, WorkingMemorySchema
+from workmem.agent.sub_agents import check_resource_id
 from workmem.agent.templates import DEFAULT_TEMPLATE, check_template, is_blank_update
 from workmem.agent.tool import (
     TOOL_NAME,

@@ -92,7 +92,7 @@ class OwnConnections:
 
 
 own = OwnConnections()
-"""The process's one register: every storage on a file shares one engine's copy of SQLite (see :mod:`.engines`)."""
+"""The process's one register: every storage on a file shares one engine's copy of SQLite (see :mod:`.port`)."""
 
 
 def _descriptors(path: str) -> tuple[set[int], int]:

@@ -142,5 +142,5 @@ class _Pool:
 
 
 def _release(conn: Any) -> None:
-    """Let a connection go by dropping the caller's last reference (see :meth:`.engines.WheelEngine.release`)."""
+    """Let a connection go by dropping the caller's last reference (see :meth:`.port.WheelEngine.release`)."""
     del conn

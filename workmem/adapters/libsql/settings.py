@@ -29,7 +29,7 @@ _SYNCHRONOUS = ("full", "normal")
 """The ``PRAGMA synchronous`` levels a local database takes, safest first."""
 _FILE_PARAMS = frozenset({"mode", "synchronous", "engine"})
 _ENGINES = ("apsw", "libsql")
-"""The SQLite engines a local database opens with (see :mod:`.engines`), the default first."""
+"""The SQLite engines a local database opens with (see :mod:`.port`), the default first."""
 _REMOTE_DURABILITY = (
     "synchronous sets the durability of a local database file or :memory:; "
     "a remote libSQL server keeps its own and takes no synchronous"

@@ -1,5 +1,9 @@
 """libSQL / SQLite, the embedded default: ``file:agent.db``, ``file:///abs/agent.db``, ``agent.db``, ``:memory:``.
 
+:class:`LibSQLStorage` is the storage (the hooks of :class:`~workmem.adapters.sql.SqlHooks`
+run on the engine of :mod:`.port`); :class:`AsyncLibSQLStorage` is the same storage behind the
+async API, on worker threads (both engines are sync).
+
 Remote libSQL servers and Turso: ``libsql://HOST?authToken=TOKEN``, or
 ``libsql+https://HOST`` / ``libsql+http://HOST:PORT`` (``libsql+wss`` and
 ``libsql+ws`` are the same servers over HTTPS / HTTP), the token also as the
@@ -29,7 +33,7 @@ process sends one write at a time per server (:mod:`.remote`), and the server's 
 and 403 are :class:`~workmem.errors.BackendRefusedError` saying authentication failed or
 permission denied.
 
-Engines (``pip install 'workmem[libsql]'`` installs both; see :mod:`.engines`): a local
+Engines (``pip install 'workmem[libsql]'`` installs both; see :mod:`.port`): a local
 file or ``:memory:`` opens with ``apsw`` (a current SQLite; prepared statements kept in
 each connection's cache; the GIL released while SQLite runs); remote servers with the
 ``libsql`` wheel (SQLite 3.45), which ``engine="libsql"`` also keeps for a file, at the
@@ -59,6 +63,7 @@ most every 10 s from writes and ``query()`` (see :mod:`.foreign`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -72,6 +77,7 @@ from urllib.parse import quote
 
 from workmem.adapters.sql import Attempt, KeyRead, Result, SqlHooks, Statement
 from workmem.adapters.sql.rows import resource_from_row
+from workmem.aio import ThreadedAsyncStorage, opened_in_thread
 from workmem.changes import ResourceChange
 from workmem.errors import (
     BackendUnavailableError,
@@ -96,10 +102,10 @@ from workmem.records import Resource, Unset
 from workmem.storage import MemoryStorage
 
 from .dialect import SQLiteDialect
-from .engines import claims, engine_for
 from .errors import _REFUSALS, _error_kind, _is_busy, _status
 from .foreign import foreign_sqlite, own
 from .pool import _Pool
+from .port import claims, engine_for
 from .query_worker import QueryWorker
 from .readonly import refused_pragma, refused_program
 from .remote import cut_write, nothing_missing, schema_query, writer_lock, writing
@@ -113,7 +119,7 @@ from .settings import (
     parse_libsql_url,
 )
 
-__all__ = ["LibSQLStorage", "parse_libsql_url"]
+__all__ = ["AsyncLibSQLStorage", "LibSQLStorage", "parse_libsql_url"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -130,7 +136,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
     capabilities: ClassVar[Capabilities] = Capabilities(
         cross_process_atomic=True, persistent=True, history=True, erase=True
     )
-    async_adapter: ClassVar[str | None] = "workmem.adapters.libsql.aio:AsyncLibSQLStorage"
+    async_adapter: ClassVar[str | None] = "workmem.adapters.libsql.storage:AsyncLibSQLStorage"
     dialect: SQLiteDialect
 
     def __init__(
@@ -193,7 +199,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         self._query_worker: QueryWorker | None = None  # a file's query() process, started by the first call
         self._pool_size = 1 if self._memory else pool_size
         self._unclaim: Callable[[], object] = lambda: None
-        """Frees the file in engines.claims, once: by close(), or when the storage is collected unclosed."""
+        """Frees the file in port.claims, once: by close(), or when the storage is collected unclosed."""
         if self._path is not None:
             claims.claim(self._path, self._engine.name, self._url)
             self._unclaim = weakref.finalize(self, claims.release, self._path)
@@ -239,7 +245,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
 
     @property
     def engine(self) -> str:
-        """``"apsw"`` or ``"libsql"``: the SQLite engine this storage runs on (see :mod:`.engines`)."""
+        """``"apsw"`` or ``"libsql"``: the SQLite engine this storage runs on (see :mod:`.port`)."""
         return self._engine.name
 
     @property
@@ -617,3 +623,46 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         """
         with suppress(*self._errors):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+class AsyncLibSQLStorage(ThreadedAsyncStorage):
+    """A :class:`LibSQLStorage` behind the async API, on ``pool_size`` worker threads: what
+    ``workmem.connect_async("file:agent.db")`` opens.
+
+    The engines (``apsw``, the ``libsql`` wheel) are sync, so this is :class:`~workmem.aio.ThreadedAsyncStorage`
+    around a :class:`LibSQLStorage`: the arguments are checked on the event loop, each
+    operation's I/O runs on one of ``pool_size`` worker threads (one per driver connection: a
+    thread more would only wait for a connection), and :meth:`query` is the sync adapter's
+    read-only ``query()``, awaited.
+
+    The event loop never waits for a lock or a busy database (those waits sleep with the GIL
+    released). On a file's default engine, ``apsw``, SQLite runs each statement, its commit's
+    ``fsync`` included, with the GIL released too. The ``libsql`` wheel (remote servers, or
+    ``engine="libsql"``) holds the GIL while SQLite runs a statement: while a worker is in the
+    driver, the loop's thread waits for the GIL (up to Python's switch interval, 5 ms, per wait,
+    and as long as a slow disk's ``fsync``).
+
+    A cancelled call stops waiting at once; its operation, one atomic write or a read,
+    runs to its end on its thread (a write after the cancellation is whole, never partial),
+    and its connection goes back to the pool.
+    """
+
+    storage: LibSQLStorage
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> Self:
+        return cls(await opened_in_thread(functools.partial(LibSQLStorage.from_url, url, **options)))
+
+    def __repr__(self) -> str:
+        return f"AsyncLibSQLStorage({self.storage!r})"
+
+    @property
+    def engine(self) -> str:
+        """``"apsw"`` or ``"libsql"``: the SQLite engine the storage runs on (see :attr:`LibSQLStorage.engine`)."""
+        return self.storage.engine
+
+    async def query(
+        self, sql: str, params: Sequence[Any] = (), *, timeout: float | None = None
+    ) -> list[tuple[Any, ...]]:
+        """See :meth:`LibSQLStorage.query` (read-only, enforced by the database; ``timeout`` stops it), awaited."""
+        return await self._in_thread(functools.partial(self.storage.query, sql, params, timeout=timeout))

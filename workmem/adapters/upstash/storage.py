@@ -42,10 +42,10 @@ from workmem.kit import (
 )
 from workmem.records import UNSET, OrderBy, RecordPage, Resource, Thread, ThreadPage, trusted_thread
 
-from .connection import AsyncRestClient, BaseRestClient, RestClient, ready
 from .documents import decode_resource, decode_thread, encode_resource, encode_thread, epoch_ms, raw_owner
 from .keys import KeySpace, glob_escape
 from .listing import owner_filter, scanned_page
+from .port import AsyncRestClient, BaseRestClient, RestClient, ready
 from .scripts import (
     ADD_IDS,
     CAS_DELETE,
@@ -136,7 +136,7 @@ _Plan = Callable[[str | None], "_Write[T] | _Done[T]"]
 class UpstashHooks(StorageHooks):
     """Resources and threads as Mastra's JSON documents, with per-resource sorted-set thread indexes.
 
-    The hooks, once, over :class:`~.connection.BaseRestClient` (blocking or async).
+    The hooks, once, over :class:`~.port.BaseRestClient` (blocking or async).
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(

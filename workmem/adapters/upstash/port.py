@@ -1,5 +1,7 @@
-"""Reaching Upstash: the REST clients that map its errors (the URL is read in :mod:`.settings`).
+"""The Upstash adapter's port, the only code importing the driver: the REST clients that map its errors.
 
+:class:`~.storage.UpstashHooks` is written once over :class:`BaseRestClient`; the URL is read in
+:mod:`.settings`, and :mod:`.transport` holds the HTTP clients under the driver.
 The ``upstash-redis`` driver is imported here, on first use: its blocking
 ``upstash_redis.Redis`` for :class:`RestClient` and ``upstash_redis.asyncio.Redis``
 for :class:`AsyncRestClient`. Both share everything but the transport
@@ -30,7 +32,6 @@ __all__ = [
     "AsyncRestClient",
     "BaseRestClient",
     "RestClient",
-    "UpstashSettings",  # its home is .settings; importable from here as before
     "ready",
 ]
 

@@ -1,4 +1,9 @@
-"""The SQLite engines under the libSQL adapter: ``apsw`` for local files, the ``libsql`` wheel for servers.
+"""The libSQL adapter's port, the only code touching the SQLite drivers: one :class:`Engine` per driver.
+
+:class:`~.storage.LibSQLStorage` is written once over :class:`Engine`; its two implementations
+sit side by side, ``apsw`` for local files and the ``libsql`` wheel for servers (both blocking:
+the async API runs them on worker threads, see :class:`~.storage.AsyncLibSQLStorage`).
+:mod:`.pool` lends their connections.
 
 * :class:`ApswEngine` (``engine="apsw"``, the default for ``file:``, plain paths and
   ``:memory:``): a current SQLite, each connection's prepared statements kept in its
