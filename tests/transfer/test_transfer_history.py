@@ -22,7 +22,7 @@ from workmem.cli import main
 from workmem.history import HistoryKey, MemoryVersion
 from workmem.kit import run_sync
 from workmem.timestamps import utc_now
-from workmem.transfer import copy, export_records, export_records_async, import_records
+from workmem.transfer import copy, export_records, export_records_async, import_records, versions
 from workmem.transfer.format import BadLine, parse_line, version_line
 
 USER = "u1"
@@ -255,7 +255,9 @@ def test_one_users_export_through_the_async_api_is_the_sync_one() -> None:
         assert b'"kind":"version"' in out.getvalue() and b'"u2"' not in out.getvalue()
 
 
-def test_a_copy_reads_history_only_where_versions_are_and_never_an_orphans(backend_url: str) -> None:
+def test_a_copy_reads_history_only_where_versions_are_and_never_an_orphans(
+    backend_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A store that lists its versioned memories is not asked for the history of every record (one read per record
     made copying 100,000 threads from PostgreSQL five times slower); a version whose record is gone stays behind."""
     with workmem.connect(backend_url, history=True) as source, workmem.connect(named()) as target:
@@ -265,6 +267,8 @@ def test_a_copy_reads_history_only_where_versions_are_and_never_an_orphans(backe
         source.create_thread(Thread("kept", "r2", "with working memory"))
         source.set_working_memory("# one", scope="thread", resource_id="r2", thread_id="kept")
         source.set_working_memory("# two", scope="thread", resource_id="r2", thread_id="kept")
+        source.create_thread(Thread("a-thread", "a0", "owned by a resource sorted before r1"))
+        source.set_working_memory("# a", scope="thread", resource_id="a0", thread_id="a-thread")
         orphan = MemoryVersion("gone", "t-gone", 1, "# orphan", utc_now(), "set", None)
         assert run_sync(source._insert_versions([orphan])) == 1
         asked: list[HistoryKey] = []
@@ -275,16 +279,19 @@ def test_a_copy_reads_history_only_where_versions_are_and_never_an_orphans(backe
             return await real(key, limit, before)
 
         source._history = counted  # type: ignore[method-assign]
-        report = copy(source, target, page_size=2)  # pages of two keys: the listing goes on from the last key
+        monkeypatch.setattr(versions, "KEY_PAGE", 2)  # pages of two keys: the listing goes on from the last key
+        report = copy(source, target)
         asked_by_copy = list(asked)
         assert report.ok, report.issues
-        assert report.counts["version", "inserted"] == 3 and not report.counts["version", "conflict"]
-        for key in (HistoryKey("r1"), HistoryKey("r2", "kept")):
+        assert report.counts["version", "inserted"] == 4 and not report.counts["version", "conflict"]
+        for key in (HistoryKey("r1"), HistoryKey("r2", "kept"), HistoryKey("a0", "a-thread")):
             assert history(target, key) == history(source, key)
         assert history(target, HistoryKey("gone", "t-gone")) == []
+        assert exported(source) == exported(target)  # the export's order whether a store lists its keys or not
         listed = run_sync(source._versioned_keys(None, 10))
         if listed is not None:  # the store lists them: the two memories with a record, nothing else
-            assert set(listed) == {HistoryKey("r1"), HistoryKey("r2", "kept"), HistoryKey("gone", "t-gone")}
-            assert sorted(asked_by_copy, key=repr) == sorted([HistoryKey("r1"), HistoryKey("r2", "kept")], key=repr)
+            kept = [HistoryKey("r1"), HistoryKey("a0", "a-thread"), HistoryKey("r2", "kept")]
+            assert set(listed) == {*kept, HistoryKey("gone", "t-gone")}
+            assert asked_by_copy == kept  # resources by id, then threads by id: the export's order
         else:  # it cannot: every record's history is read
-            assert len(asked_by_copy) == 1 + 13  # r1 (the merge made it) and the 13 threads
+            assert len(asked_by_copy) == 1 + 14  # r1 (the merge made it) and the 14 threads

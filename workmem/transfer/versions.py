@@ -26,6 +26,8 @@ __all__ = ["HISTORY_PAGE", "VersionBatch", "history_keys", "holds", "user_record
 
 HISTORY_PAGE: Final = 10_000
 """Versions read at a time from one working memory's history."""
+KEY_PAGE: Final = 10_000
+"""Keys of versioned working memories listed at a time (:meth:`~workmem.hooks.StorageHooks._versioned_keys`)."""
 
 
 async def versions_of(source: StorageHooks, key: HistoryKey) -> list[MemoryVersion]:
@@ -41,26 +43,31 @@ async def versions_of(source: StorageHooks, key: HistoryKey) -> list[MemoryVersi
 
 
 async def history_keys(source: StorageHooks, page_size: int) -> AsyncIterator[HistoryKey]:
-    """The working memory of every record of ``source`` that may have versions.
+    """The working memory of every record of ``source`` that may have versions, in the export's order.
 
+    That order is each resource's (by id), then each thread's (by id), ids compared by code point.
     Where the store lists the keys that have versions (:meth:`~workmem.hooks.StorageHooks._versioned_keys`),
-    those of records it holds (a version whose record is gone is not copied); otherwise every
-    resource's (by id), then every thread's (by id): one history read per record.
+    those keys are gathered (the keys, not their versions), put in that order, and kept when
+    the store holds their record (a version whose record is gone is not copied). Otherwise
+    every resource and every thread is asked: one history read per record.
     """
-    page = await source._versioned_keys(None, page_size)
+    page = await source._versioned_keys(None, KEY_PAGE)
     if page is None:
         async for resource in operations.iter_resources(source, page_size):
             yield HistoryKey(resource.id)
         async for thread in operations.iter_threads(source, page_size):
             yield HistoryKey(thread.resource_id, thread.id)
         return
+    keys: list[HistoryKey] = []
     while page:
-        for key in page:
-            if await holds(source, key):
-                yield key
-        if len(page) < page_size:
-            return
-        page = await source._versioned_keys(page[-1], page_size) or []
+        keys.extend(page)
+        if len(page) < KEY_PAGE:
+            break
+        page = await source._versioned_keys(page[-1], KEY_PAGE) or []
+    keys.sort(key=lambda key: (key.scope, key.memory_id))  # "resource" < "thread"; str order is code point order
+    for key in keys:
+        if await holds(source, key):
+            yield key
 
 
 async def holds(storage: StorageHooks, key: HistoryKey) -> bool:
