@@ -17,7 +17,7 @@ cluster has transactions (:meth:`DatabasePort.supports_transactions`).
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, Self, TypeVar
 
 from workmem.adapters.mongodb.documents import RESOURCES, THREADS, Document
 from workmem.adapters.mongodb.versions import HISTORY
@@ -146,6 +146,11 @@ class _Bound(Generic[C, S]):
         self.session = session
         self._after = _after()
 
+    @classmethod
+    def of(cls, database: Any, session: S | None) -> tuple[Self, Self, Self]:
+        """The threads, resources and history collections of a driver's ``database``, each in ``session``."""
+        return cls(database[THREADS], session), cls(database[RESOURCES], session), cls(database[HISTORY], session)
+
     @property
     def name(self) -> str:
         return self.collection.name
@@ -216,9 +221,7 @@ class BlockingDatabase:
     def __init__(self, client: MongoClient[Document], database: str, session: ClientSession | None = None) -> None:
         self.client = client
         self.database: Database[Document] = client.get_database(database, codec_options=_codec_options())
-        self.threads = BlockingCollection(self.database[THREADS], session)
-        self.resources = BlockingCollection(self.database[RESOURCES], session)
-        self.history = BlockingCollection(self.database[HISTORY], session)
+        self.threads, self.resources, self.history = BlockingCollection.of(self.database, session)
 
     async def collection_names(self) -> list[str]:
         return self.database.list_collection_names()
@@ -289,9 +292,7 @@ class AwaitedDatabase:
     ) -> None:
         self.client = client
         self.database: AsyncDatabase[Document] = client.get_database(database, codec_options=_codec_options())
-        self.threads = AwaitedCollection(self.database[THREADS], session)
-        self.resources = AwaitedCollection(self.database[RESOURCES], session)
-        self.history = AwaitedCollection(self.database[HISTORY], session)
+        self.threads, self.resources, self.history = AwaitedCollection.of(self.database, session)
 
     async def collection_names(self) -> list[str]:
         return await self.database.list_collection_names()
