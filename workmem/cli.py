@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         "newest first: number, time, kind of change, source and text. Reads only; the store must keep history "
         "(written through connect(url, history=...)).",
     )
-    history.add_argument("url", metavar="URL", help="the backend to read (never created or changed)")
+    transfer_cli.add_read_url(history)
     history.add_argument("--resource", required=True, metavar="ID", help="the resource (a thread's owner)")
     history.add_argument("--thread", metavar="ID", help="the thread, for its working memory (thread scope)")
     history.add_argument("--limit", type=_limit, default=20, metavar="N", help="versions to print, 1 to 10,000 (20)")

@@ -132,13 +132,13 @@ class Recording:
     """
 
     kind: VersionKind
+    at: datetime
+    """The time of the call: the version's ``changed_at`` (a write's ``now`` where it has one, the same time; the
+    timestamps of the records ``create_thread`` and ``save_resource`` are given are the caller's, not this)."""
     source: dict[str, Any] | None = None
     source_text: str | None = None
     """``source`` as compact JSON (serialized once, at the door)."""
     keep: int | None = None
-    at: datetime | None = None
-    """The time of the call, for the writes whose arguments carry no ``now`` (``create_thread``, ``save_resource``:
-    their records carry timestamps of the caller's): the version's ``changed_at``."""
 
     def version(self, key: HistoryKey, number: int, content: str | None, changed_at: datetime) -> MemoryVersion:
         """The version this recording makes of ``key``'s working memory (for adapters that build it in Python)."""

@@ -92,13 +92,11 @@ BULK_BATCH = 500
 # -- the operations ----------------------------------------------------------------------
 
 
-def _recording(
-    hooks: StorageHooks, kind: VersionKind, source: object = None, at: datetime | None = None
-) -> Recording | None:
-    """What a write records in history (``None``: history is off); ``source`` is checked either way."""
+def _recording(hooks: StorageHooks, kind: VersionKind, at: datetime, source: object = None) -> Recording | None:
+    """What a write at ``at`` records in history (``None``: history is off); ``source`` is checked either way."""
     checked, text = check_source(source)
     policy = hooks.history
-    return None if policy is None else Recording(kind, checked, text, policy.keep, at)
+    return None if policy is None else Recording(kind, at, checked, text, policy.keep)
 
 
 async def get_resource(hooks: StorageHooks, resource_id: str) -> Resource | None:
@@ -107,7 +105,7 @@ async def get_resource(hooks: StorageHooks, resource_id: str) -> Resource | None
 
 async def save_resource(hooks: StorageHooks, resource: Resource) -> Resource:
     checked = check_record(resource, Resource)
-    record = _recording(hooks, "set", at=utc_now())
+    record = _recording(hooks, "set", utc_now())
     if record is None:  # an adapter without history is never handed the argument
         return await hooks._save_resource(checked)
     return await hooks._save_resource(checked, record)
@@ -124,8 +122,9 @@ async def update_resource(
     validate_id(resource_id, "resource id")
     checked_memory, checked_metadata = check_resource_update(working_memory, metadata)
     limit = check_max_chars(max_chars)
-    record = None if checked_memory is UNSET else _recording(hooks, "set", source)
-    change = ResourceChange(checked_memory, checked_metadata, utc_now(), limit, record)
+    now = utc_now()
+    record = None if checked_memory is UNSET else _recording(hooks, "set", now, source)
+    change = ResourceChange(checked_memory, checked_metadata, now, limit, record)
     return await hooks._update_resource(resource_id, change)
 
 
@@ -141,7 +140,7 @@ async def get_thread(hooks: StorageHooks, thread_id: str, resource_id: str | Non
 
 async def create_thread(hooks: StorageHooks, thread: Thread) -> Thread:
     checked = check_record(thread, Thread)
-    record = None if memory_given(checked.metadata) is None else _recording(hooks, "set", at=utc_now())
+    record = None if memory_given(checked.metadata) is None else _recording(hooks, "set", utc_now())
     if record is None:
         return await hooks._create_thread(checked)
     return await hooks._create_thread(checked, record)
@@ -149,10 +148,11 @@ async def create_thread(hooks: StorageHooks, thread: Thread) -> Thread:
 
 async def save_thread(hooks: StorageHooks, thread: Thread) -> Thread:
     checked = check_record(thread, Thread)
-    record = _recording(hooks, "set")
+    now = utc_now()
+    record = _recording(hooks, "set", now)
     if record is None:
-        return await hooks._save_thread(checked, utc_now())
-    return await hooks._save_thread(checked, utc_now(), record)
+        return await hooks._save_thread(checked, now)
+    return await hooks._save_thread(checked, now, record)
 
 
 async def update_thread(
@@ -168,8 +168,9 @@ async def update_thread(
     owner = None if resource_id is None else validate_id(resource_id, "resource id")
     checked_title, checked_metadata = check_thread_update(title, metadata)
     limit = check_max_chars(max_chars)
-    record = None if memory_given(checked_metadata) is None else _recording(hooks, "set", source)
-    change = ThreadChange(checked_title, checked_metadata, utc_now(), owner, limit, record)
+    now = utc_now()
+    record = None if memory_given(checked_metadata) is None else _recording(hooks, "set", now, source)
+    change = ThreadChange(checked_title, checked_metadata, now, owner, limit, record)
     return await hooks._update_thread(thread_id, change)
 
 
@@ -217,21 +218,27 @@ async def set_working_memory(
 ) -> None:
     target = check_scope(scope, resource_id, thread_id)
     validate_text(content)
-    await _write_memory(hooks, target, content, check_max_chars(max_chars), _recording(hooks, "set", source))
+    now = utc_now()
+    await _write_memory(hooks, target, content, check_max_chars(max_chars), now, _recording(hooks, "set", now, source))
 
 
 async def _write_memory(
-    hooks: StorageHooks, target: ScopeTarget, content: str | None, limit: int | None, record: Recording | None
+    hooks: StorageHooks,
+    target: ScopeTarget,
+    content: str | None,
+    limit: int | None,
+    now: datetime,
+    record: Recording | None,
 ) -> None:
     if target.scope == "resource":
         assert target.resource_id is not None
-        await hooks._update_resource(target.resource_id, ResourceChange(content, UNSET, utc_now(), limit, record))
+        await hooks._update_resource(target.resource_id, ResourceChange(content, UNSET, now, limit, record))
         return
     assert target.thread_id is not None
     _, metadata = check_thread_update(UNSET, {WORKING_MEMORY_KEY: content})
     # The owner (and the size limit) are checked by the write itself: the thread may be deleted and its id
     # re-created under another resource, or its memory rewritten, between any read and the write.
-    change = ThreadChange(UNSET, metadata, utc_now(), target.resource_id, limit, record)
+    change = ThreadChange(UNSET, metadata, now, target.resource_id, limit, record)
     await hooks._update_thread(target.thread_id, change)
 
 
@@ -246,7 +253,8 @@ async def merge_working_memory(
 ) -> dict[str, Any]:
     target = check_scope(scope, resource_id, thread_id)
     checked = CheckedPatch(*validated_json_object(patch, "patch"))  # its text goes down with it: written once
-    change = MergeChange(checked, utc_now(), check_max_chars(max_chars), _recording(hooks, "merge", source))
+    now = utc_now()
+    change = MergeChange(checked, now, check_max_chars(max_chars), _recording(hooks, "merge", now, source))
     return await hooks._merge_working_memory(target, change)
 
 
@@ -301,18 +309,25 @@ async def restore_working_memory(
     target = check_scope(scope, resource_id, thread_id)
     check_version(version)
     limit = check_max_chars(max_chars)
-    _, _ = check_source(source)
+    now = utc_now()
+    record = _recording(hooks, "restore", now, _restored_source(source, version))  # checked here, before any I/O
     _require(hooks, "history", "restore_working_memory")
-    if hooks.history is None:
+    if record is None:
         raise OperationNotSupportedError("restore_working_memory without history (connect(url, history=True))")
     key = await _history_key(hooks, target)
     found = [] if key is None else await hooks._history(key, 1, version + 1)
     if not found or found[0].version != version:
         raise VersionNotFoundError(version)
     content = found[0].content
-    record = _recording(hooks, "restore", {**(source or {}), "restoredFrom": version})
-    await _write_memory(hooks, target, content, limit, record)
+    await _write_memory(hooks, target, content, limit, now, record)
     return content
+
+
+def _restored_source(source: object, version: int) -> object:
+    """What a restore records as its source: the caller's with ``restoredFrom`` (a non-mapping left to be refused)."""
+    if source is None:
+        return {"restoredFrom": version}
+    return {**source, "restoredFrom": version} if isinstance(source, Mapping) else source
 
 
 async def delete_resource(hooks: StorageHooks, resource_id: str) -> ErasedResource:

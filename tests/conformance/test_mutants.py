@@ -904,7 +904,7 @@ class RestoreRecordedAsSet(ReferenceHooks):
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
         record = change.record
         if record is not None and record.kind == "restore":
-            change = dataclasses.replace(change, record=Recording("set", keep=record.keep))
+            change = dataclasses.replace(change, record=Recording("set", record.at, keep=record.keep))
         return await super()._update_resource(resource_id, change)
 
 
@@ -968,7 +968,8 @@ class UnchangedMemoryRecorded(ReferenceHooks):
     async def _save_resource(self, resource: Resource, record: Recording | None = None) -> Resource:
         with self._store.lock:
             saved = await super()._save_resource(resource)
-            self._store.record(record, HistoryKey(resource.id), resource.working_memory, record.at if record else None)
+            if record is not None:
+                self._store.record(record, HistoryKey(resource.id), resource.working_memory, record.at)
         return saved
 
 

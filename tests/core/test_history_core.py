@@ -18,7 +18,7 @@ from workmem import HistoryPolicy, MemoryVersion, Thread
 from workmem.adapters.reference import ReferenceStorage
 from workmem.aio import ThreadedAsyncStorage
 from workmem.errors import OperationNotSupportedError, ThreadOwnershipError, ValidationError, VersionNotFoundError
-from workmem.history import HistoryKey, check_history, check_source, history_page, kept_versions
+from workmem.history import MAX_SOURCE_BYTES, HistoryKey, check_history, check_source, history_page, kept_versions
 from workmem.hooks import OPTIONAL_HOOK_NAMES, Capabilities, ForwardingHooks
 
 
@@ -122,6 +122,20 @@ def test_restore_writes_a_new_version_and_refuses_an_unknown_one() -> None:
         (4, "restore", {"by": "ops", "restoredFrom": 2}),
         (3, "set", None),
     ]
+
+
+def test_restore_checks_the_source_it_records_once_before_reading_history() -> None:
+    """The source a restore records is the caller's plus ``restoredFrom``: checked whole before any read."""
+    filler = "y" * (MAX_SOURCE_BYTES - len('{"s":""}'))  # at the limit alone, over it with restoredFrom
+    assert check_source({"s": filler})[0] is not None
+    with workmem.connect("memory://", history=True) as storage:
+        storage.set_working_memory("v1", scope="resource", resource_id="r")
+        for version in (1, 9):  # a version kept, and one never written: refused alike, before the lookup
+            with pytest.raises(ValidationError, match="source"):
+                storage.restore_working_memory(version, scope="resource", resource_id="r", source={"s": filler})
+        with pytest.raises(ValidationError, match="source"):
+            storage.restore_working_memory(1, scope="resource", resource_id="r", source=[])  # type: ignore[arg-type]
+        assert [v.version for v in storage.working_memory_history(scope="resource", resource_id="r").versions] == [1]
 
 
 def test_thread_history_is_its_owners_alone() -> None:

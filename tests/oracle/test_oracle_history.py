@@ -36,7 +36,7 @@ def test_the_history_table_is_created_beside_mastras_and_dropped_with_them() -> 
 
 
 def test_a_version_is_numbered_in_its_insert_and_retention_prunes_below_the_bound() -> None:
-    insert, prune = DIALECT.record_version(KEY, "", T0, Recording("merge", {"a": 1}, '{"a":1}', keep=5))
+    insert, prune = DIALECT.record_version(KEY, "", T0, Recording("merge", T0, {"a": 1}, '{"a":1}', keep=5))
     sql, params = DIALECT.render(insert)
     assert sql.startswith("INSERT INTO WM_AB12_WORKMEM_MEMORY_HISTORY (resource_id, scope, memory_id, version,")
     assert "(SELECT COALESCE(MAX(version), 0) + 1 FROM WM_AB12_WORKMEM_MEMORY_HISTORY WHERE resource_id = " in sql
@@ -54,7 +54,7 @@ def test_a_version_is_numbered_in_its_insert_and_retention_prunes_below_the_boun
     assert sql.startswith("DELETE FROM WM_AB12_WORKMEM_MEMORY_HISTORY WHERE resource_id = :resource_id AND ")
     assert "AND version <= (SELECT MAX(version) FROM WM_AB12_WORKMEM_MEMORY_HISTORY WHERE " in sql
     assert params == {"resource_id": "u1", "scope": "thread", "memory_id": "t1", "keep": 5}
-    assert len(DIALECT.record_version(HistoryKey("u1"), None, T0, Recording("set"))) == 1  # keep all: no prune
+    assert len(DIALECT.record_version(HistoryKey("u1"), None, T0, Recording("set", T0))) == 1  # keep all: no prune
 
 
 def test_versions_read_newest_first_with_fetch_first_and_decode_the_sentinel() -> None:

@@ -101,11 +101,6 @@ class _Records(dict[str, V]):
         self.ids.clear()
 
 
-def _at(record: Recording | None, written: Resource | Thread) -> datetime:
-    """When a whole-record write happened: the call's time (its record's timestamps are the caller's)."""
-    return written.updated_at if record is None or record.at is None else record.at
-
-
 class _Store:
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -183,8 +178,8 @@ class ReferenceHooks(StorageHooks):
         with self._store.lock:
             old = self._store.resources.get(resource.id)
             self._store.resources[resource.id] = private_copy(resource)
-            if (None if old is None else old.working_memory) != resource.working_memory:
-                self._store.record(record, HistoryKey(resource.id), resource.working_memory, _at(record, resource))
+            if record is not None and (None if old is None else old.working_memory) != resource.working_memory:
+                self._store.record(record, HistoryKey(resource.id), resource.working_memory, record.at)
         return resource
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
@@ -205,8 +200,9 @@ class ReferenceHooks(StorageHooks):
             if thread.id in self._store.threads:
                 raise ThreadExistsError(thread.id)
             self._store.threads[thread.id] = private_copy(thread)
-            memory = thread_working_memory(thread.metadata)
-            self._store.record(record, HistoryKey(thread.resource_id, thread.id), memory, _at(record, thread))
+            if record is not None:
+                memory = thread_working_memory(thread.metadata)
+                self._store.record(record, HistoryKey(thread.resource_id, thread.id), memory, record.at)
         return thread
 
     async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:

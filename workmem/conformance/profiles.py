@@ -36,7 +36,7 @@ class Profile:
     """Repetitions of each concurrency race."""
     derandomize: bool
     """Whether Hypothesis runs a fixed, reproducible sequence of examples."""
-    shrink_seconds: int
+    shrink_seconds: int = 5
     """How long Hypothesis may shrink one failure (a remote backend makes each try slow); 0: not at all."""
     shrink_total_seconds: int | None = None
     """How long a whole ``run()`` may spend on failing checks before later failures go unshrunk; ``None``: no cap."""
@@ -64,18 +64,7 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile(
-        "quick",
-        8,
-        10,
-        15,
-        race_rounds=1,
-        derandomize=False,
-        shrink_seconds=5,
-        shrink_total_seconds=15,
-        history_calls=40,
-        history_seconds=1,
-    ),
+    "quick": Profile("quick", 8, 10, 15, race_rounds=1, derandomize=False, shrink_total_seconds=15, history_seconds=1),
     "standard": Profile(
         "standard",
         25,
@@ -83,7 +72,6 @@ PROFILES: dict[str, Profile] = {
         30,
         race_rounds=3,
         derandomize=True,
-        shrink_seconds=5,
         shrink_total_seconds=20,
         history_calls=120,
         history_seconds=2,

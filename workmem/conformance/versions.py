@@ -65,6 +65,12 @@ def memory_of(conn: MemoryStorage, key: HistoryKey) -> str | None:
     return conn.get_working_memory(**_where(key))
 
 
+def _both_scopes(conn: MemoryStorage, p: str) -> tuple[HistoryKey, HistoryKey]:
+    """The two working memories of a fresh user ``p + "r"``: its own, and its thread ``p + "t"``'s (created here)."""
+    conn.create_thread(Thread(p + "t", p + "r"))
+    return HistoryKey(p + "r"), HistoryKey(p + "r", p + "t")
+
+
 def _recording(ctx: CheckContext) -> tuple[MemoryStorage, str]:
     """A connection recording every version, and a fresh id prefix."""
     return ctx.open(history=True), ctx.prefix()
@@ -310,8 +316,7 @@ def history_complete_under_concurrency(ctx: CheckContext) -> None:
     each = _merges_per_connection(ctx)
     for _ in range(max(1, ctx.profile.race_rounds // 3)):  # one round in standard, both scopes: 32 merges
         p = ctx.prefix()
-        conns[0].create_thread(Thread(p + "t", p + "r"))
-        for key in (HistoryKey(p + "r"), HistoryKey(p + "r", p + "t")):
+        for key in _both_scopes(conns[0], p):
             where = _where(key)
 
             def merges(i: int, conn: MemoryStorage, where: dict[str, Any] = where) -> None:
@@ -393,9 +398,7 @@ def history_scope_isolation(ctx: CheckContext) -> None:
 )
 def history_restore(ctx: CheckContext) -> None:
     conn, p = _recording(ctx)
-    tid = p + "t"
-    conn.create_thread(Thread(tid, p + "r"))
-    for key in (HistoryKey(p + "r"), HistoryKey(p + "r", tid)):
+    for key in _both_scopes(conn, p):
         where = _where(key)
         conn.set_working_memory('{"v":"one"}', **where)
         conn.merge_working_memory({"w": "two"}, **where)
@@ -442,8 +445,7 @@ def _refused_restore(conn: MemoryStorage, key: HistoryKey, version: int) -> None
 def history_retention(ctx: CheckContext) -> None:
     three, every = ctx.open(history=3), ctx.open(history=True)
     p = ctx.prefix()
-    three.create_thread(Thread(p + "t", p + "r"))
-    for key in (HistoryKey(p + "r"), HistoryKey(p + "r", p + "t")):
+    for key in _both_scopes(three, p):
         where = _where(key)
         for n in range(1, 8):
             if n % 2:
@@ -470,8 +472,7 @@ def history_retention(ctx: CheckContext) -> None:
 )
 def history_paging(ctx: CheckContext) -> None:
     conn, p = _recording(ctx)
-    conn.create_thread(Thread(p + "t", p + "r"))
-    for key in (HistoryKey(p + "r"), HistoryKey(p + "r", p + "t")):
+    for key in _both_scopes(conn, p):
         where = _where(key)
         for n in range(1, 8):
             conn.set_working_memory(f"v{n}", **where)

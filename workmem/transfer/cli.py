@@ -67,6 +67,11 @@ def _add_page_size(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_read_url(parser: argparse.ArgumentParser, dest: str = "url", metavar: str = "URL") -> None:
+    """The URL of a backend a command only reads (opened with ``create=False``): ``history``, ``copy``, ``export``."""
+    parser.add_argument(dest, metavar=metavar, help="the backend to read (never created or changed)")
+
+
 def _add_no_create(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-create",
@@ -86,7 +91,7 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "timestamps. Re-runnable: identical records are skipped; differing ones are conflicts (reported, "
         "left alone unless --overwrite).",
     )
-    copy_parser.add_argument("src_url", metavar="SRC_URL", help="the backend to read (never created or changed)")
+    add_read_url(copy_parser, "src_url", "SRC_URL")
     copy_parser.add_argument("dst_url", metavar="DST_URL", help="the backend to write (tables created if missing)")
     copy_parser.add_argument(
         "--overwrite",
@@ -99,7 +104,7 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     export_parser = commands.add_parser(
         "export", help="write every record (or one user's) and its history to a JSON Lines file (docs/export-format.md)"
     )
-    export_parser.add_argument("url", metavar="URL", help="the backend to read")
+    add_read_url(export_parser)
     export_parser.add_argument("-o", "--output", metavar="FILE", help="the file to write (default: standard output)")
     export_parser.add_argument(
         "--resource",

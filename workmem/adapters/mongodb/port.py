@@ -17,7 +17,7 @@ cluster has transactions (:meth:`DatabasePort.supports_transactions`).
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, Self, TypeVar
 
 from workmem.adapters.mongodb.documents import RESOURCES, THREADS, Document
 from workmem.adapters.mongodb.versions import HISTORY
@@ -44,6 +44,8 @@ __all__ = [
 
 Sort = list[tuple[str, int]]
 T = TypeVar("T")
+C = TypeVar("C", bound="Collection[Document] | AsyncCollection[Document]")
+S = TypeVar("S", bound="ClientSession | AsyncClientSession")
 
 
 class Written(NamedTuple):
@@ -136,6 +138,24 @@ def _after() -> Any:
     return import_driver("pymongo", "mongodb").ReturnDocument.AFTER
 
 
+class _Bound(Generic[C, S]):
+    """What both :class:`CollectionPort` implementations hold: the driver's collection and a transaction's session."""
+
+    def __init__(self, collection: C, session: S | None = None) -> None:
+        self.collection = collection
+        self.session = session
+        self._after = _after()
+
+    @classmethod
+    def of(cls, database: Any, session: S | None) -> tuple[Self, Self, Self]:
+        """The threads, resources and history collections of a driver's ``database``, each in ``session``."""
+        return cls(database[THREADS], session), cls(database[RESOURCES], session), cls(database[HISTORY], session)
+
+    @property
+    def name(self) -> str:
+        return self.collection.name
+
+
 # -- pymongo.MongoClient: blocking calls that never suspend -------------------------------
 
 
@@ -154,17 +174,8 @@ def _has_transactions(hello: Document) -> bool:
     return sessions and (hello.get("setName") is not None or hello.get("msg") == "isdbgrid")
 
 
-class BlockingCollection:
+class BlockingCollection(_Bound["Collection[Document]", "ClientSession"]):
     """:class:`CollectionPort` on a ``pymongo.collection.Collection`` (every call in ``session``, when one is given)."""
-
-    def __init__(self, collection: Collection[Document], session: ClientSession | None = None) -> None:
-        self.collection = collection
-        self.session = session
-        self._after = _after()
-
-    @property
-    def name(self) -> str:
-        return self.collection.name
 
     async def find_one(self, filter: Document, projection: Document | None = None) -> Document | None:
         return self.collection.find_one(filter, projection, session=self.session)
@@ -210,9 +221,7 @@ class BlockingDatabase:
     def __init__(self, client: MongoClient[Document], database: str, session: ClientSession | None = None) -> None:
         self.client = client
         self.database: Database[Document] = client.get_database(database, codec_options=_codec_options())
-        self.threads = BlockingCollection(self.database[THREADS], session)
-        self.resources = BlockingCollection(self.database[RESOURCES], session)
-        self.history = BlockingCollection(self.database[HISTORY], session)
+        self.threads, self.resources, self.history = BlockingCollection.of(self.database, session)
 
     async def collection_names(self) -> list[str]:
         return self.database.list_collection_names()
@@ -234,17 +243,8 @@ class BlockingDatabase:
 # -- pymongo.AsyncMongoClient: the same calls, awaited -----------------------------------
 
 
-class AwaitedCollection:
+class AwaitedCollection(_Bound["AsyncCollection[Document]", "AsyncClientSession"]):
     """:class:`CollectionPort` on a ``pymongo.asynchronous.collection.AsyncCollection`` (in ``session``, if given)."""
-
-    def __init__(self, collection: AsyncCollection[Document], session: AsyncClientSession | None = None) -> None:
-        self.collection = collection
-        self.session = session
-        self._after = _after()
-
-    @property
-    def name(self) -> str:
-        return self.collection.name
 
     async def find_one(self, filter: Document, projection: Document | None = None) -> Document | None:
         return await self.collection.find_one(filter, projection, session=self.session)
@@ -292,9 +292,7 @@ class AwaitedDatabase:
     ) -> None:
         self.client = client
         self.database: AsyncDatabase[Document] = client.get_database(database, codec_options=_codec_options())
-        self.threads = AwaitedCollection(self.database[THREADS], session)
-        self.resources = AwaitedCollection(self.database[RESOURCES], session)
-        self.history = AwaitedCollection(self.database[HISTORY], session)
+        self.threads, self.resources, self.history = AwaitedCollection.of(self.database, session)
 
     async def collection_names(self) -> list[str]:
         return await self.database.list_collection_names()

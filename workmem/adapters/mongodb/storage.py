@@ -424,9 +424,7 @@ class MongoHooks(StorageHooks):
             elif not (await db.resources.update_one(cas_filter(old), {"$set": resource_set(resource, old)})).matched:
                 return None
             if stored_memory(old) != resource.working_memory:
-                await self._record(
-                    db, record, HistoryKey(resource.id), resource.working_memory, record.at or resource.updated_at
-                )
+                await self._record(db, record, HistoryKey(resource.id), resource.working_memory, record.at)
             return resource
 
         with self._driver("save_resource"):
@@ -520,9 +518,7 @@ class MongoHooks(StorageHooks):
                     return None
                 if thread_working_memory(stored.metadata) == memory:
                     return new
-            await self._record(
-                db, record, HistoryKey(new.resource_id, new.id), memory, now or record.at or new.updated_at
-            )
+            await self._record(db, record, HistoryKey(new.resource_id, new.id), memory, record.at)
             return new
 
         with self._driver("create_thread" if now is None else "save_thread"):

@@ -102,8 +102,8 @@ def _result(cursor: Any, rows: list[Any]) -> Result:
     return Result([decode_row(names, row) for row in rows], cursor.rowcount)
 
 
-class BlockingOracleConnection:
-    """An :class:`OracleConnection` over a blocking python-oracledb ``Connection``: nothing here suspends."""
+class _Session:
+    """What both :class:`OracleConnection` implementations hold: the driver module and its connection."""
 
     __slots__ = ("_oracledb", "raw")
 
@@ -114,6 +114,12 @@ class BlockingOracleConnection:
     @property
     def version(self) -> str:
         return str(self.raw.version)
+
+
+class BlockingOracleConnection(_Session):
+    """An :class:`OracleConnection` over a blocking python-oracledb ``Connection``: nothing here suspends."""
+
+    __slots__ = ()
 
     async def run(self, sql: str, params: dict[str, Any] | None = None) -> Result:
         with self.raw.cursor() as cursor:
@@ -134,18 +140,10 @@ class BlockingOracleConnection:
         self.raw.rollback()
 
 
-class AsyncOracleConnection:
+class AsyncOracleConnection(_Session):
     """An :class:`OracleConnection` over a python-oracledb ``AsyncConnection``."""
 
-    __slots__ = ("_oracledb", "raw")
-
-    def __init__(self, oracledb: ModuleType, raw: Any) -> None:
-        self._oracledb = oracledb
-        self.raw = raw
-
-    @property
-    def version(self) -> str:
-        return str(self.raw.version)
+    __slots__ = ()
 
     async def run(self, sql: str, params: dict[str, Any] | None = None) -> Result:
         with self.raw.cursor() as cursor:
@@ -166,14 +164,20 @@ class AsyncOracleConnection:
         await self.raw.rollback()
 
 
-class BlockingOraclePool:
-    """An :class:`OraclePool` over python-oracledb's blocking pool (``oracledb.create_pool``)."""
+class _Pool:
+    """What both :class:`OraclePool` implementations hold: the driver module and its pool."""
 
     __slots__ = ("_oracledb", "_pool")
 
     def __init__(self, oracledb: ModuleType, pool: Any) -> None:
         self._oracledb = oracledb
         self._pool = pool
+
+
+class BlockingOraclePool(_Pool):
+    """An :class:`OraclePool` over python-oracledb's blocking pool (``oracledb.create_pool``)."""
+
+    __slots__ = ()
 
     @classmethod
     def open(cls, oracledb: ModuleType, options: dict[str, Any]) -> Self:
@@ -191,14 +195,10 @@ class BlockingOraclePool:
         self._pool.close(force=True)
 
 
-class AsyncOraclePool:
+class AsyncOraclePool(_Pool):
     """An :class:`OraclePool` over python-oracledb's asyncio pool (``oracledb.create_pool_async``)."""
 
-    __slots__ = ("_oracledb", "_pool")
-
-    def __init__(self, oracledb: ModuleType, pool: Any) -> None:
-        self._oracledb = oracledb
-        self._pool = pool
+    __slots__ = ()
 
     @classmethod
     def open(cls, oracledb: ModuleType, options: dict[str, Any]) -> Self:

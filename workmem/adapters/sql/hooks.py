@@ -358,7 +358,7 @@ class SqlHooks(StorageHooks):
             await tx.execute(self.dialect.upsert_resource(resource))
             if (None if old is None else old.working_memory) != resource.working_memory:
                 key = HistoryKey(resource.id)
-                await self._record_version(tx, record, key, resource.working_memory, record.at or resource.updated_at)
+                await self._record_version(tx, record, key, resource.working_memory, record.at)
         return resource
 
     async def _update_resource(self, resource_id: str, change: ResourceChange) -> Resource:
@@ -403,7 +403,7 @@ class SqlHooks(StorageHooks):
             if (await tx.execute(self.dialect.create_thread(thread))).rowcount == 0:
                 raise ThreadExistsError(thread.id)
             memory = thread_working_memory(thread.metadata)
-            await self._record_version(tx, record, _thread_key(thread), memory, record.at or thread.updated_at)
+            await self._record_version(tx, record, _thread_key(thread), memory, record.at)
         return thread
 
     async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:

@@ -228,8 +228,7 @@ class UpstashHooks(StorageHooks):
             old = None if current is None else decode_resource(current, key, resource.id)[0]
             changed = (None if old is None else old.working_memory) != resource.working_memory
             memory = resource.working_memory
-            at = record.at or resource.updated_at
-            version = self._version(record if changed else None, HistoryKey(resource.id), memory, at)
+            version = self._version(record if changed else None, HistoryKey(resource.id), memory, record.at)
             return _Write(encode_resource(resource), resource, version=version)
 
         return await self._cas(key, resource.id, plan)
@@ -255,8 +254,8 @@ class UpstashHooks(StorageHooks):
 
     async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
         memory = thread_working_memory(thread.metadata)
-        at = thread.updated_at if record is None or record.at is None else record.at
-        version = self._version(record, HistoryKey(thread.resource_id, thread.id), memory, at)
+        history_key = HistoryKey(thread.resource_id, thread.id)
+        version = None if record is None else self._version(record, history_key, memory, record.at)
 
         def plan(current: str | None) -> _Write[Thread]:
             if current is not None:
