@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -244,11 +244,16 @@ def _merges(scope: str, rid: str, tid: str) -> Callable[[int, MemoryStorage], No
     return work
 
 
-def _no_lost_updates(ctx: CheckContext, scope: str) -> None:
+def _race_rounds(ctx: CheckContext) -> Iterator[tuple[list[MemoryStorage], str, str]]:
+    """The rounds of a race: its connections (opened once), and a fresh resource id and thread id each round."""
     conns = [ctx.open() for _ in range(MERGE_WORKERS)]
     for _ in range(ctx.profile.race_rounds):
         p = ctx.prefix()
-        rid, tid = p + "r", p + "t"
+        yield conns, p + "r", p + "t"
+
+
+def _no_lost_updates(ctx: CheckContext, scope: str) -> None:
+    for conns, rid, tid in _race_rounds(ctx):
         if scope == "thread":
             ctx.storage.save_thread(Thread(tid, rid))
         results = race(conns, _merges(scope, rid, tid))
@@ -287,10 +292,8 @@ UPDATES_PER_WORKER = 1
     " working memory into both, lose none",
 )
 def concurrent_metadata_updates(ctx: CheckContext) -> None:
-    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
-    for _ in range(ctx.profile.race_rounds):
-        p = ctx.prefix()
-        rid, tid, fresh = p + "r", p + "t", p + "new"
+    for conns, rid, tid in _race_rounds(ctx):
+        fresh = rid + "-new"
         ctx.storage.update_resource(rid, metadata={"base": True})
         ctx.storage.save_thread(Thread(tid, rid, "t", {"base": True}))
 
@@ -352,10 +355,7 @@ def _limited_merges(rid: str, tid: str) -> Callable[[int, MemoryStorage], dict[s
     "exceeds the limit, and exactly the merges reported stored are there (both scopes)",
 )
 def max_chars_merge_race(ctx: CheckContext) -> None:
-    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
-    for _ in range(ctx.profile.race_rounds):
-        p = ctx.prefix()
-        rid, tid = p + "r", p + "t"
+    for conns, rid, tid in _race_rounds(ctx):
         ctx.storage.save_thread(Thread(tid, rid))
         results = race(conns, _limited_merges(rid, tid))
         errors = [r for r in results if isinstance(r, BaseException)]
@@ -382,11 +382,8 @@ def max_chars_merge_race(ctx: CheckContext) -> None:
     "is stored only if no larger than the memory it replaces, so the memory only shrinks (both scopes)",
 )
 def max_chars_replace_race(ctx: CheckContext) -> None:
-    conns = [ctx.open() for _ in range(MERGE_WORKERS)]
     sizes = [REPLACES_START - 1 - 9 * i for i in range(MERGE_WORKERS)]  # all over the limit, all smaller than START
-    for _ in range(ctx.profile.race_rounds):
-        p = ctx.prefix()
-        rid, tid = p + "r", p + "t"
+    for conns, rid, tid in _race_rounds(ctx):
         ctx.storage.save_thread(Thread(tid, rid))
         for scope in ("resource", "thread"):
             ctx.storage.set_working_memory("s" * REPLACES_START, **_address(scope, rid, tid, 0))

@@ -32,6 +32,7 @@ import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Final, Literal
 
 from workmem import operations
@@ -358,19 +359,22 @@ async def _copy_kind(
         after = current.next_after
 
 
+@dataclass(frozen=True, slots=True)
+class _CopySettings:
+    """What a copy was asked to do, as both faces (:func:`copy`, :func:`copy_async`) hand it to :func:`_copy`."""
+
+    overwrite: bool
+    verify: bool
+    page_size: int
+    progress: Progress | None
+
+
 async def _copy(
-    source: StorageHooks,
-    target: StorageHooks,
-    runner: Runner,
-    report: TransferReport,
-    *,
-    overwrite: bool,
-    verify: bool,
-    page_size: int,
-    progress: Progress | None,
+    source: StorageHooks, target: StorageHooks, runner: Runner, report: TransferReport, settings: _CopySettings
 ) -> None:
     from workmem.transfer.verify import compare
 
+    overwrite, verify, page_size, progress = settings.overwrite, settings.verify, settings.page_size, settings.progress
     operations.check_page_size(page_size)
     total = await count_all(source, progress)
     if progress is not None:
@@ -426,18 +430,7 @@ def copy(
         opened(dst, create=create, note=DESTINATION_NOTE) as target,
         ThreadRunner(1 + WRITES_IN_FLIGHT) as runner,
     ):
-        run_sync(
-            _copy(
-                source,
-                target,
-                runner,
-                report,
-                overwrite=overwrite,
-                verify=verify,
-                page_size=page_size,
-                progress=progress,
-            )
-        )
+        run_sync(_copy(source, target, runner, report, _CopySettings(overwrite, verify, page_size, progress)))
     return report
 
 
@@ -464,16 +457,7 @@ async def copy_async(
         opened_async(dst, create=create, note=DESTINATION_NOTE) as target,
         TaskRunner() as runner,
     ):
-        await _copy(
-            source,
-            target,
-            runner,
-            report,
-            overwrite=overwrite,
-            verify=verify,
-            page_size=page_size,
-            progress=progress,
-        )
+        await _copy(source, target, runner, report, _CopySettings(overwrite, verify, page_size, progress))
     return report
 
 

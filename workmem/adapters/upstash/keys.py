@@ -25,7 +25,7 @@ without a ``SCAN``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workmem.history import HistoryKey
 from workmem.records import OrderBy
@@ -60,32 +60,30 @@ class KeySpace:
     """The keys of one workmem namespace: Mastra's key names behind an optional prefix."""
 
     prefix: str = ""
+    thread_key_start: str = field(init=False, repr=False, compare=False)
+    """What every thread key starts with (the thread id follows)."""
+    resource_key_start: str = field(init=False, repr=False, compare=False)
+    """What every resource key starts with (the resource id follows)."""
+    resource_ids: str = field(init=False, repr=False, compare=False)
+    """The sorted set of every resource id (all scores 0: ``ZRANGEBYLEX`` order is byte order)."""
+    thread_ids: str = field(init=False, repr=False, compare=False)
+    """The sorted set of every thread id (all scores 0)."""
+
+    def __post_init__(self) -> None:
+        # Fixed by the prefix: built once, not on each of the many calls that name a key.
+        for name, part in (
+            ("thread_key_start", THREAD_PART),
+            ("resource_key_start", RESOURCE_PART),
+            ("resource_ids", f"{IDS_PART}resources"),
+            ("thread_ids", f"{IDS_PART}threads"),
+        ):
+            object.__setattr__(self, name, self.prefix + part)
 
     def resource(self, resource_id: str) -> str:
         return self.resource_key_start + resource_id
 
     def thread(self, thread_id: str) -> str:
         return self.thread_key_start + thread_id
-
-    @property
-    def thread_key_start(self) -> str:
-        """What every thread key starts with (the thread id follows)."""
-        return f"{self.prefix}{THREAD_PART}"
-
-    @property
-    def resource_key_start(self) -> str:
-        """What every resource key starts with (the resource id follows)."""
-        return f"{self.prefix}{RESOURCE_PART}"
-
-    @property
-    def resource_ids(self) -> str:
-        """The sorted set of every resource id (all scores 0: ``ZRANGEBYLEX`` order is byte order)."""
-        return f"{self.prefix}{IDS_PART}resources"
-
-    @property
-    def thread_ids(self) -> str:
-        """The sorted set of every thread id (all scores 0)."""
-        return f"{self.prefix}{IDS_PART}threads"
 
     def thread_index(self, order_by: OrderBy, resource_id: str) -> str:
         return f"{self.prefix}{INDEX_PART}{order_by}:{resource_id}"
