@@ -193,6 +193,35 @@ def test_workmem_connections_alone_are_not_warned_about(
     assert _warnings(caplog) == []
 
 
+def test_a_connection_of_workmems_own_engine_is_not_another_library_but_one_of_the_other_engine_is(
+    path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program's own apsw connection shares workmem's copy of SQLite and its locks: no warning (the benchmark's
+    raw floor connection was taken for another library). Beside a storage on the wheel, apsw is another copy."""
+    import apsw
+
+    monkeypatch.setattr(adapter, "_FOREIGN_CHECK_INTERVAL", 0.0)
+    caplog.set_level(logging.WARNING, LOGGER)
+    workmem.connect(f"file:{path}").close()
+    mine = apsw.Connection(str(path))
+    try:
+        mine.execute("SELECT count(*) FROM mastra_threads").fetchall()
+        with workmem.connect(f"file:{path}") as storage:
+            for text in ("a", "b"):
+                storage.set_working_memory(text, scope="resource", resource_id="u1")
+        assert _warnings(caplog) == []
+    finally:
+        mine.close()
+    mine = apsw.Connection(str(path))  # opened only, before a storage on the wheel: another copy of SQLite there
+    try:
+        with workmem.connect(f"file:{path}", engine="libsql"):
+            pass
+    finally:
+        mine.close()
+    [message] = _warnings(caplog)
+    assert str(path) in message
+
+
 STORAGES = 16
 
 

@@ -80,15 +80,16 @@ class OwnConnections:
             if not file.descriptors:
                 del self._files[path]
 
-    def look(self, path: str) -> tuple[int, int, int]:
-        """``(descriptors on path, of them workmem's, descriptors on its -shm file)``, listed while none can open."""
+    def look(self, path: str) -> tuple[int, int, int, int]:
+        """``(descriptors on path, of them workmem's, descriptors on its -shm file, workmem's connections to it)``,
+        listed while none can open."""
         with self._lock:
             main, shm = _descriptors(path)
             file = self._files.get(path)
             if file is None:
-                return len(main), 0, shm
+                return len(main), 0, shm, 0
             file.descriptors &= main  # a number no longer on the file was closed: anyone may get it next
-            return len(main), len(file.descriptors), shm
+            return len(main), len(file.descriptors), shm, file.connections
 
 
 own = OwnConnections()
@@ -119,19 +120,23 @@ def _descriptors(path: str) -> tuple[set[int], int]:
     return main, shm
 
 
-def foreign_sqlite(path: str) -> str | None:
+def foreign_sqlite(path: str, same_copy: int | None = None) -> str | None:
     """Why another SQLite library seems to have ``path`` open in this process, or ``None``.
 
     A second ``-shm`` descriptor is another SQLite library that has read the file; a descriptor
-    on the file that none of workmem's connections opened is another library's connection (or
-    one the program opened through workmem's engine itself, which is safe). Looked for only while a
-    SQLite library is loaded.
+    on the file that none of workmem's connections opened is another library's connection,
+    unless the program opened it through workmem's own engine, which shares its locks:
+    ``same_copy`` is how many connections of that engine have the file open, workmem's
+    included (``None``: unknown, and every such descriptor is taken for another library's).
+    Looked for only while a SQLite library is loaded.
     """
     if not any(name in sys.modules for name in _OTHER_SQLITES):
         return None
-    main, ours, shm = own.look(path)
+    main, ours, shm, connections = own.look(path)
     if shm > 1:
         return f"{shm} SQLite libraries have its WAL index open"
-    if main > ours:
-        return f"{main} descriptors are open on it, {ours} of them opened by workmem's connections"
+    shared = 0 if same_copy is None else max(0, same_copy - connections)  # each connection holds a descriptor
+    if main > ours + shared:
+        also = f", {shared} by other connections of its own engine" if shared else ""
+        return f"{main} descriptors are open on it, {ours} of them opened by workmem's connections{also}"
     return None

@@ -57,6 +57,13 @@ class Engine:
         """Close ``conn`` (the caller passes its last reference)."""
         raise NotImplementedError
 
+    def open_on(self, path: str) -> int | None:
+        """How many connections of this engine's SQLite have ``path`` open in this process (workmem's included).
+
+        Those share workmem's locks (one copy of SQLite). ``None``: the engine cannot tell.
+        """
+        return None
+
 
 class ApswEngine(Engine):
     """``apsw``: the default for local files and ``:memory:``."""
@@ -67,6 +74,15 @@ class ApswEngine(Engine):
         self._apsw = import_driver("apsw", "libsql")
         self.errors = (ValueError, self._apsw.Error)
         self._flags = self._apsw.SQLITE_OPEN_READWRITE | self._apsw.SQLITE_OPEN_CREATE | self._apsw.SQLITE_OPEN_URI
+
+    def open_on(self, path: str) -> int | None:
+        count = 0
+        for conn in self._apsw.connections():
+            try:
+                count += conn.filename == path
+            except self._apsw.ThreadingViolationError:  # running a statement in another thread: counted as on it
+                count += 1
+        return count
 
     def connect(self, target: str, token: str | None) -> Any:
         # No busy handler (none is set by default): a busy database is waited for by the adapter, which

@@ -303,7 +303,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         if self._path is None or (not force and now - self._last_look < _FOREIGN_CHECK_INTERVAL):
             return
         self._last_look = now
-        reason = foreign_sqlite(self._path)
+        reason = foreign_sqlite(self._path, self._engine.open_on(self._path))
         if reason is None:
             self._warned = False
         elif not self._warned:
