@@ -65,10 +65,16 @@ function memory(store, workingMemory) {
   return new Memory({ storage: store, options: { lastMessages: 10, workingMemory: { enabled: true, ...workingMemory } } });
 }
 
+const SYNCHRONOUS_LEVELS = { normal: "NORMAL", full: "FULL" };
+
 async function open(spec) {
+  if (spec.synchronous != null && !(spec.synchronous in SYNCHRONOUS_LEVELS)) {
+    throw new Error(`synchronous is one of ${Object.keys(SYNCHRONOUS_LEVELS).join(", ")}, not ${spec.synchronous}`);
+  }
   const store = await openStore(spec);
   await store.init();
   state.kind = spec.kind;
+  state.synchronous = spec.synchronous == null ? null : SYNCHRONOUS_LEVELS[spec.synchronous];
   state.store = store;
   state.domain = await store.getStore("memory");
   state.templateMemory = memory(store, { scope: "resource", template: TEMPLATE });
@@ -215,6 +221,10 @@ async function measure({ op, start, count }) {
   if (op === "get_thread_16") return measureConcurrentGets(start, count);
   const call = OPERATIONS[op];
   if (!call) throw new Error(`unknown operation ${op}`);
+  if (state.kind === "libsql" && state.synchronous) {
+    // Set on the connection the block's sequential calls borrow (the top of the idle stack, see nextSynchronous).
+    await libsqlClient().execute(`PRAGMA synchronous=${state.synchronous}`);
+  }
   const extra = state.kind === "libsql" && op !== "list_newest_20" ? { synchronous: await nextSynchronous() } : {};
   const latencies = new Array(count);
   const began = process.hrtime.bigint();

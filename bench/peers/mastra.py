@@ -198,10 +198,16 @@ class MastraPeer(Peer):
         list_threads: int = LIST_THREADS,
         clients: int = CONCURRENT_CLIENTS,
         merges_per_client: int = MERGES_PER_CLIENT,
+        synchronous: str | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"no Mastra peer for backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        if synchronous is not None and (backend != "file" or synchronous not in ("normal", "full")):
+            raise ValueError(f"synchronous is 'normal' or 'full' on the file, not {synchronous!r} on {backend}")
         self.backend = backend
+        self.synchronous = synchronous
+        """``PRAGMA synchronous`` the peer sets on the connection each sequential block runs on (``None``: none)."""
+        self.system = "mastra" if synchronous is None else f"mastra ({synchronous})"
         self.sizes = {"resources": resources, "threadsPerResource": threads_per_resource, "listThreads": list_threads}
         self.clients = clients
         self.merges_per_client = merges_per_client
@@ -217,15 +223,22 @@ class MastraPeer(Peer):
             self.close()
             raise
         self.notes = self._static_notes(str(node_version))
+        if synchronous is not None:
+            self.notes.append(
+                f"PRAGMA synchronous={synchronous.upper()} set by the peer before each block on the connection the "
+                "block's sequential calls borrow (the top of the client's idle stack); the level each write block "
+                "ran at is measured after it is set (extra['synchronous'])."
+            )
 
     # -- Peer ------------------------------------------------------------------------------------
 
     def prepare(self) -> None:
         node = self._running()
+        store: dict[str, str | None]
         if self.backend == "postgres":
             store = {"kind": "pg", "connectionString": self._postgres_url, "schemaName": self._schema}
         else:
-            store = {"kind": "libsql", "url": f"file:{self._directory / 'mastra.db'}"}
+            store = {"kind": "libsql", "url": f"file:{self._directory / 'mastra.db'}", "synchronous": self.synchronous}
         node.request("open", timeout=_OPEN_SECONDS, **store)
         node.request("prepare", **self.sizes)
         if self.backend == "file":
@@ -373,6 +386,7 @@ def open_mastra(
     resources: int = RESOURCES,
     threads_per_resource: int = THREADS_PER_RESOURCE,
     list_threads: int = LIST_THREADS,
+    synchronous: str | None = None,
 ) -> MastraPeer:
     """The Mastra peer on ``backend`` (``postgres`` or ``file``), its Node process started and its packages loaded.
 
@@ -393,6 +407,7 @@ def open_mastra(
             resources=resources,
             threads_per_resource=threads_per_resource,
             list_threads=list_threads,
+            synchronous=synchronous,
         )
     except MastraError as exc:
         raise Unavailable(f"the Mastra packages do not start: {exc}") from None

@@ -29,21 +29,21 @@ KEYS = CONCURRENT_CLIENTS * MERGES_PER_CLIENT
 COMPARISONS: dict[str, list[tuple[str, str, bool]]] = {
     "postgres": [("workmem", "mastra", True), ("workmem", "langgraph", True)],
     "file": [
-        ("workmem", "mastra", True),
-        ("workmem", "langgraph", True),
+        ("workmem (normal)", "mastra (normal)", True),
         ("workmem (normal)", "langgraph (normal)", True),
-        ("workmem (normal)", "mastra", False),
+        ("workmem", "langgraph", True),
+        ("workmem", "mastra", False),
     ],
 }
 """Per backend: ``(ours, peer, is a target)``; the others are reported, not targets.
 
-On the file, equal durability is FULL for workmem's default against Mastra and
-LangGraph as they are: LangGraph leaves SQLite's default (FULL), and Mastra's
-``synchronous=NORMAL`` reaches only the pooled connection that ran its setup --
-after any overlapping calls its writes run on connections at FULL (its peer
-records the level each write block ran at). At NORMAL, workmem is compared with
-LangGraph set to NORMAL; workmem at NORMAL against Mastra is reported, not a
-target (Mastra's level is not NORMAL then).
+On the file the targets are at equal durability: workmem at ``synchronous=normal``
+against Mastra and LangGraph with ``PRAGMA synchronous=NORMAL`` set by their peers,
+and workmem's default (FULL) against LangGraph as it ships (SQLite's default, FULL).
+workmem's default against Mastra as it ships is reported beside them, not a target:
+Mastra's ``synchronous=NORMAL`` reaches only the pooled connection that ran its
+setup, so its writes run at NORMAL or FULL depending on what overlapped before (its
+peer records the level each write block ran at).
 """
 
 

@@ -51,6 +51,7 @@ def lineup(backend: str, postgres_url: str | None) -> Lineup:
         ("workmem", lambda: open_workmem("file")),
         ("workmem (normal)", lambda: open_workmem("file", synchronous="normal")),
         ("mastra", lambda: open_mastra("file", postgres_url=url)),
+        ("mastra (normal)", lambda: open_mastra("file", postgres_url=url, synchronous="normal")),
         ("langgraph", lambda: open_langgraph("file", postgres_url=url)),
         ("langgraph (normal)", lambda: open_langgraph("file", postgres_url=url, synchronous="normal")),
     ]

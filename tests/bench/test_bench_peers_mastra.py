@@ -131,3 +131,29 @@ def test_unavailable_without_a_postgres_server(monkeypatch: pytest.MonkeyPatch) 
 def test_no_peer_for_other_backends() -> None:
     with pytest.raises(ValueError, match="postgres, file"):
         open_mastra("mongodb", postgres_url="")
+
+
+@pytest.mark.backend("mastra")
+@pytest.mark.backend("libsql")
+def test_the_normal_peer_runs_its_write_blocks_at_normal_even_after_overlapping_calls() -> None:
+    """Mastra as it ships writes at FULL after overlapping calls (its NORMAL reaches one pooled connection); the
+    peer at equal durability sets NORMAL on the connection each block borrows, and measures that it took."""
+    require_mastra()
+    with pytest.raises(ValueError, match="synchronous"):
+        MastraPeer("postgres", postgres_url="", synchronous="normal")
+    peer = open_mastra("file", postgres_url="", synchronous="normal", **SIZES)
+    try:
+        peer.prepare()
+        assert peer.system == "mastra (normal)"
+        peer.measure("get_thread_16", 0, CALLS)  # overlapping calls: the idle stack's top is now a FULL connection
+        for operation in ("create_thread", "replace_working_memory", "merge_field"):
+            assert peer.measure(operation, 0, CALLS).extra["synchronous"] == 1, operation  # 1: NORMAL
+    finally:
+        peer.close()
+    shipped = open_mastra("file", postgres_url="", **SIZES)
+    try:
+        shipped.prepare()
+        shipped.measure("get_thread_16", 0, CALLS)
+        assert shipped.measure("create_thread", 0, CALLS).extra["synchronous"] == 2  # as shipped: FULL by then
+    finally:
+        shipped.close()
