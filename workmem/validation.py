@@ -143,7 +143,7 @@ def validated_json_object(value: object, what: str) -> tuple[dict[str, Any], str
     if not isinstance(value, Mapping):
         raise ValidationError(f"{what} must be a JSON object, got {json_type(value)}")
     text = json_object_text(dict(value), what)
-    plain: dict[str, Any] = json.loads(text, parse_float=_float)
+    plain: dict[str, Any] = _DECODER.decode(text)
     return plain, (dump_json(plain) if "-0.0" in text else text)  # -0.0 read back as 0.0: its text follows
 
 
@@ -163,9 +163,13 @@ def _float(text: str) -> float:
     return float(text) + 0.0  # -0.0 + 0.0 is 0.0; every other float is unchanged
 
 
+_DECODER = json.JSONDecoder(parse_float=_float)  # built once: json.loads with an option builds one per call
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))  # likewise json.dumps
+
+
 def dump_json(value: Any) -> str:
     """Compact JSON text, non-ASCII kept as is, NaN/Infinity refused."""
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"not serializable as JSON: {exc}") from None
