@@ -440,7 +440,7 @@ def test_key_reads_survive_psycopg_deallocating_every_statement() -> None:
             assert (await storage.get_thread("t")) is not None  # prepared on the one connection
             conn = await storage._checkout()
             try:
-                prepared = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'workmem%'"
+                prepared = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'workmem_key_read%'"
                 assert (await storage._query(conn, prepared)).rows == [("workmem_key_read_0",)]
                 await conn.execute("SELECT 1", prepare=True)  # psycopg clears only when it prepared one itself
                 await storage._query(conn, "BEGIN")

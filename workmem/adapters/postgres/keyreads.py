@@ -12,7 +12,22 @@ then each read sends the key, waits for the socket on the event loop, and loads
 the rows with psycopg's own loaders (``psycopg.adapt.Transformer``) and raises
 psycopg's own errors (``psycopg.errors.error_from_result``, a dropped
 connection's ``OperationalError``): the values, types and errors are the ones
-the cursor gives. Every other statement goes through psycopg's cursor.
+the cursor gives.
+
+The one-statement writes (``create_thread``, ``update_resource``,
+``merge_working_memory``, ...) and every other statement with named parameters
+take the same path (:meth:`KeyReads.run`, a :class:`PreparedStatement`): the
+parameters are dumped by the connection's own ``Transformer`` (the bytes,
+types and formats psycopg's cursor would send: a ``str`` with a NUL fails with
+psycopg's ``DataError``, as on the cursor), the statement is prepared once per
+connection and parameter types (as psycopg prepares it), and the result comes
+back as rows and a row count. The same SQL, one statement, the same errors:
+atomicity, the SQLSTATE mapping and the retry policy of the storage do not
+change. psycopg's own prepared statements are turned off on these connections
+(``prepare_threshold = None``): psycopg runs ``DEALLOCATE ALL`` after a
+``ROLLBACK`` once it has prepared one of its own, which would drop ours in the
+middle of a transaction. A statement without parameters (``BEGIN``,
+``COMMIT``, DDL) goes through psycopg's cursor.
 
 The read is written once, as a coroutine over a :class:`Waits` port: the async
 adapter's (:class:`LoopWaits`) waits for the socket on the event loop; the sync
@@ -35,25 +50,32 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import select
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple, Protocol
 
 import psycopg
 from psycopg import pq
-from psycopg.adapt import Transformer
+from psycopg.adapt import PyFormat, Transformer
 from psycopg.errors import error_from_result
 from psycopg.pq.abc import PGconn, PGresult
 
 from workmem.adapters.sql.dialect import PLACEHOLDER, placeholder_names
 
+from .pool import log
+
 __all__ = [
     "BlockingWaits",
     "KeyReads",
     "LoopWaits",
+    "NotSent",
     "PreparedRead",
+    "PreparedStatement",
     "Waits",
     "prepared_read",
+    "prepared_statement",
     "reads_for",
     "unsupported",
 ]
@@ -63,11 +85,28 @@ _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 _FATAL_ERROR: Final = pq.ExecStatus.FATAL_ERROR
 _SQLSTATE: Final = pq.DiagnosticField.SQLSTATE
 _INVALID_STATEMENT_NAME: Final = b"26000"
+_IDLE: Final = pq.TransactionStatus.IDLE
+_ACTIVE: Final = pq.TransactionStatus.ACTIVE
+_CANCEL_SECONDS: Final = 5.0
+"""How long an interrupted statement's cancel, then its answer, is waited for (psycopg's own bound)."""
+_AUTO: Final = PyFormat.AUTO
+_PYFORMAT: Final = re.compile(r"%%|%\((\w+)\)s")
+"""What psycopg reads in a rendered statement: a literal ``%`` (doubled), or a ``%(name)s`` placeholder."""
 
 _USED: Final = {
-    "psycopg.pq.PGconn": ("send_query_prepared", "send_prepare", "flush", "consume_input", "is_busy", "get_result"),
-    "psycopg.pq.PGresult": ("status", "error_field", "ntuples"),
-    "psycopg.adapt.Transformer": ("set_pgresult", "load_rows"),
+    "psycopg.pq.PGconn": (
+        "send_query_prepared",
+        "send_prepare",
+        "flush",
+        "consume_input",
+        "is_busy",
+        "get_result",
+        "transaction_status",
+    ),
+    "psycopg.pq.PGresult": ("status", "error_field", "ntuples", "command_tuples"),
+    "psycopg.adapt.Transformer": ("set_pgresult", "load_rows", "dump_sequence", "types", "formats"),
+    "psycopg.Connection": ("cancel_safe",),
+    "psycopg.AsyncConnection": ("cancel_safe",),
 }
 """What the fast path calls on psycopg's libpq layer, beyond the names this module imports."""
 
@@ -86,6 +125,8 @@ def unsupported(psycopg_module: Any) -> str | None:
         "psycopg.pq.PGconn": pq.PGconn,
         "psycopg.pq.PGresult": pq.PGresult,
         "psycopg.adapt.Transformer": Transformer,
+        "psycopg.Connection": psycopg.Connection,
+        "psycopg.AsyncConnection": psycopg.AsyncConnection,
     }
     missing = [
         f"{owner}.{name}" for owner, names in _USED.items() for name in names if not hasattr(owners[owner], name)
@@ -107,6 +148,34 @@ def prepared_read(sql: str, number: int) -> PreparedRead:
     return PreparedRead(f"workmem_key_read_{number}".encode(), PLACEHOLDER.sub("$1", sql).encode())
 
 
+class PreparedStatement(NamedTuple):
+    """A rendered statement (psycopg's ``%(name)s`` placeholders) as libpq prepares it: ``$1``, ``$2``, ... in the
+    order of :attr:`names` (a name used twice is one parameter), under names of its own per connection."""
+
+    number: int
+    sql: bytes
+    names: tuple[str, ...]
+    formats: tuple[PyFormat, ...]
+
+
+def prepared_statement(sql: str, number: int) -> PreparedStatement:
+    """The :class:`PreparedStatement` of ``sql`` as the dialect renders it (``%(name)s``, a literal ``%`` doubled)."""
+    names: dict[str, int] = {}
+
+    def number_of(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "%"
+        return f"${names.setdefault(name, len(names) + 1)}"
+
+    text = _PYFORMAT.sub(number_of, sql)
+    return PreparedStatement(number, text.encode(), tuple(names), (_AUTO,) * len(names))
+
+
+class NotSent(Exception):
+    """Internal: the libpq path failed before sending anything (an unexpected psycopg): the cursor may run it."""
+
+
 class Waits(Protocol):
     """How a key read waits for its connection's socket."""
 
@@ -115,6 +184,10 @@ class Waits(Protocol):
 
     async def writable(self, fd: int) -> None:
         """Until ``fd`` can be written (or read: libpq then reads, so a server blocked on sending cannot block us)."""
+
+    async def cancel(self, conn: Any) -> None:
+        """Ask the server to cancel the statement in flight on ``conn`` and wait for its answer, as psycopg's cursor
+        does when interrupted (within :data:`_CANCEL_SECONDS` each); raises when that fails."""
 
 
 class LoopWaits:
@@ -140,6 +213,10 @@ class LoopWaits:
             loop.remove_reader(fd)
             loop.remove_writer(fd)
 
+    async def cancel(self, conn: Any) -> None:
+        await conn.cancel_safe(timeout=_CANCEL_SECONDS)
+        await asyncio.wait_for(_results(conn.pgconn, self), _CANCEL_SECONDS)
+
 
 class BlockingWaits:
     """Blocking in ``select`` without suspending (the sync adapter, driven by ``run_sync``)."""
@@ -150,18 +227,44 @@ class BlockingWaits:
     async def writable(self, fd: int) -> None:
         select.select([fd], [fd], [])
 
+    async def cancel(self, conn: Any) -> None:
+        conn.cancel_safe(timeout=_CANCEL_SECONDS)
+        await _results(conn.pgconn, _BlockingWithin(_CANCEL_SECONDS))
+
+
+class _BlockingWithin:
+    """:class:`BlockingWaits` that gives up (``TimeoutError``) once ``seconds`` have passed."""
+
+    def __init__(self, seconds: float) -> None:
+        self._deadline = time.monotonic() + seconds
+
+    async def readable(self, fd: int) -> None:
+        if not select.select([fd], [], [], max(0.0, self._deadline - time.monotonic()))[0]:
+            raise TimeoutError("no answer to the cancel request")
+
+    async def writable(self, fd: int) -> None:
+        ready = select.select([fd], [fd], [], max(0.0, self._deadline - time.monotonic()))
+        if not (ready[0] or ready[1]):
+            raise TimeoutError("no answer to the cancel request")
+
+    async def cancel(self, conn: Any) -> None:
+        raise NotImplementedError
+
 
 class KeyReads:
     """What one connection keeps for key reads: the statements prepared on it, and its row loader."""
 
-    __slots__ = ("_encoding", "_pgconn", "_prepared", "_rows", "_waits")
+    __slots__ = ("_conn", "_encoding", "_named", "_pgconn", "_prepared", "_rows", "_statements", "_waits")
 
     def __init__(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], waits: Waits) -> None:
         self._waits = waits
+        self._conn = conn
         self._pgconn = conn.pgconn
         self._encoding = conn.info.encoding
         self._rows = Transformer(conn)  # the connection's loaders (timestamps in its time zone, ...)
         self._prepared: set[bytes] = set()
+        self._statements: dict[tuple[int, tuple[int, ...]], bytes] = {}  # (statement, parameter types): its name
+        self._named = 0
 
     async def fetch(self, read: PreparedRead, key: str) -> list[tuple[Any, ...]]:
         """The rows of ``read`` for ``key``: the connection is this caller's alone, idle, outside a pipeline."""
@@ -183,19 +286,86 @@ class KeyReads:
         self._rows.set_pgresult(result)
         return self._rows.load_rows(0, result.ntuples, tuple)
 
+    async def run(self, statement: PreparedStatement, params: Mapping[str, Any]) -> tuple[list[tuple[Any, ...]], int]:
+        """The rows and the row count of ``statement`` run with ``params``, as psycopg's cursor gives them.
+
+        The connection is this caller's alone, outside a pipeline; idle, or in a transaction this caller
+        opened. :class:`NotSent` when the libpq layer failed before anything was sent.
+        """
+        pgconn, dumper = self._pgconn, self._rows
+        try:
+            values = [params[name] for name in statement.names]
+            args = dumper.dump_sequence(values, statement.formats)  # psycopg's errors raise as the cursor's
+            types, formats = dumper.types, dumper.formats
+            idle = pgconn.transaction_status == _IDLE
+        except (AttributeError, KeyError, TypeError) as error:
+            raise NotSent(error) from error
+        key = (statement.number, types or ())  # types are set once dump_sequence ran
+        name = self._statements.get(key)
+        if name is None:
+            name = await self._prepare_statement(statement, key)
+        pgconn.send_query_prepared(name, args, formats)
+        results = await self._answer()
+        if idle and _statement_gone(results):
+            # Deallocated by someone else (DEALLOCATE ALL): the failed run changed nothing, and opened no transaction.
+            name = await self._prepare_statement(statement, key)
+            pgconn.send_query_prepared(name, args, formats)
+            results = await self._answer()
+        result = self._result(results, None)
+        if result.status == _TUPLES_OK:
+            dumper.set_pgresult(result)
+            return dumper.load_rows(0, result.ntuples, tuple), result.ntuples
+        count = result.command_tuples
+        return [], -1 if count is None else count
+
+    async def _answer(self) -> list[PGresult]:
+        """The results of the statement sent; interrupted (cancelled), the server is asked to cancel it first.
+
+        As psycopg's cursor: the connection is then idle again (or closed, if the server did not answer),
+        and the statement ran whole or not at all.
+        """
+        try:
+            return await _results(self._pgconn, self._waits)
+        except BaseException:
+            if self._pgconn.transaction_status == _ACTIVE:
+                try:
+                    await self._waits.cancel(self._conn)
+                except BaseException as again:  # no answer, or interrupted again: in an unknown state, closed
+                    # worded as psycopg's own warning in this case, which driverlog makes a debug record too
+                    reason = (
+                        "query not terminated after cancellation"
+                        if isinstance(again, TimeoutError)
+                        else f"query cancellation interrupted ({type(again).__name__})"
+                    )
+                    log.debug("psycopg, on a cancelled workmem statement: %s: closing connection", reason)
+                    self._pgconn.finish()
+            raise
+
+    async def _prepare_statement(self, statement: PreparedStatement, key: tuple[int, tuple[int, ...]]) -> bytes:
+        self._statements.pop(key, None)
+        name = f"workmem_statement_{self._named}".encode()  # never used before on this connection
+        self._named += 1
+        self._pgconn.send_prepare(name, statement.sql, key[1])
+        self._result(await _results(self._pgconn, self._waits), _COMMAND_OK)
+        self._statements[key] = name
+        return name
+
     async def _prepare(self, read: PreparedRead) -> None:
         self._prepared.discard(read.name)
         self._pgconn.send_prepare(read.name, read.sql, None)
         self._result(await _results(self._pgconn, self._waits), _COMMAND_OK)
         self._prepared.add(read.name)
 
-    def _result(self, results: list[PGresult], expected: pq.ExecStatus) -> PGresult:
+    def _result(self, results: list[PGresult], expected: pq.ExecStatus | None) -> PGresult:
+        """The one result of a statement, of status ``expected`` (``None``: rows or a command's count)."""
         for result in results:
             if result.status == _FATAL_ERROR:
                 raise error_from_result(result, encoding=self._encoding)
-        if len(results) != 1 or results[0].status != expected:
-            statuses = [pq.ExecStatus(result.status).name for result in results]
-            raise psycopg.InternalError(f"a key read expected one {expected.name} result, got {statuses}")
+        statuses = (_TUPLES_OK, _COMMAND_OK) if expected is None else (expected,)
+        if len(results) != 1 or results[0].status not in statuses:
+            got = [pq.ExecStatus(result.status).name for result in results]
+            wanted = " or ".join(status.name for status in statuses)
+            raise psycopg.InternalError(f"a prepared statement expected one {wanted} result, got {got}")
         return results[0]
 
 

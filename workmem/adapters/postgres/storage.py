@@ -83,7 +83,7 @@ from .settings import PostgresSettings
 from .sqlstate import error_kind
 
 if TYPE_CHECKING:
-    from .keyreads import PreparedRead
+    from .keyreads import PreparedRead, PreparedStatement
 
 __all__ = ["AsyncPostgresStorage", "PostgresHooks", "PostgresStorage"]
 
@@ -92,6 +92,8 @@ R = TypeVar("R")
 
 _RETRYABLE_STATES = ("57P01", "57P02", "57P03")  # admin/crash shutdown, cannot connect now (class 08 too)
 _INSUFFICIENT_PRIVILEGE = "42501"
+MAX_PREPARED = 256
+"""Distinct statements a storage prepares on libpq at most; any further one runs on psycopg's cursor."""
 
 _MISSING_TABLES = (
     "SELECT name FROM unnest(CAST(%s AS text[])) WITH ORDINALITY AS t(name, n) "
@@ -126,6 +128,7 @@ class PostgresHooks(SqlHooks):
         # the prepared key reads on libpq (.keyreads), or None: this psycopg is not the one they were written for
         self._keyreads = fast_path(self._psycopg)
         self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
+        self._prepared_statements: dict[str, PreparedStatement] = {}  # by rendered SQL (see _query)
         self._secrets = settings.secrets
         self._url = settings.where
         connections = self._connections(getattr(self._psycopg, self._connection_type))
@@ -147,7 +150,24 @@ class PostgresHooks(SqlHooks):
         self._port.give(conn)  # kept only when open and idle (no transaction left open); never suspends
 
     async def _query(self, conn: Any, sql: str, params: Any = None) -> Result:
-        return await self._port.query(conn, sql, params)
+        """One statement: prepared on libpq (:meth:`.keyreads.KeyReads.run`) when it has named parameters and the
+        fast path is on, else on psycopg's cursor; the same rows, row count and errors either way."""
+        keyreads = self._keyreads
+        if keyreads is None or type(params) is not dict:
+            return await self._port.query(conn, sql, params)
+        prepared = self._prepared_statements.get(sql)
+        if prepared is None:
+            if len(self._prepared_statements) >= MAX_PREPARED:  # the dialect's statements are far fewer
+                return await self._port.query(conn, sql, params)
+            prepared = keyreads.prepared_statement(sql, len(self._prepared_statements))
+            self._prepared_statements[sql] = prepared
+        try:
+            rows, rowcount = await conn.workmem_reads.run(prepared, params)
+        except keyreads.NotSent as error:  # nothing was sent: an unexpected psycopg, the cursor runs it
+            self._keyreads = None
+            fast_path_failed(error.args[0])
+            return await self._port.query(conn, sql, params)
+        return Result(rows, rowcount)
 
     async def _close(self) -> None:
         await self._port.close()
