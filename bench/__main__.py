@@ -2,7 +2,7 @@
 
 ``python -m bench --peers [--backend postgres|libsql] [--quick]`` instead runs
 workmem side by side with the real Mastra adapters (Node 22, ``interop/``) and
-LangGraph's stores, the same eight measurements interleaved (:mod:`bench.peers`).
+LangGraph's stores, the same nine measurements interleaved (:mod:`bench.peers`).
 
 For every backend reachable here (others are skipped with the reason): the
 latency of six operations next to the raw driver floor measured in the same

@@ -1,4 +1,4 @@
-"""What every system in ``bench --peers`` implements: the same eight measurements, on one backend.
+"""What every system in ``bench --peers`` implements: the same nine measurements, on one backend.
 
 A *peer* is one system (workmem, Mastra's TypeScript adapters, LangGraph's
 stores) on one backend kind (``postgres`` or ``file``, the embedded SQLite
@@ -25,6 +25,8 @@ resource ``i % RESOURCES`` and that resource's thread ``(i // RESOURCES) % THREA
 ``get_thread_16``         ``get_thread`` from 16 concurrent clients (threads, or async tasks for
                           workmem's async API and Node's event loop); ``count`` calls in all, each
                           sample one call's latency, ops/s from the block's wall time
+``get_thread_16_threads`` ``get_thread_16`` on 16 OS threads sharing one sync client where the system has
+                          threads (workmem's sync API, LangGraph); Node has none: Mastra's is its ``get_thread_16``
 ``merges_kept``           (not timed) 16 concurrent clients each merging 20 distinct keys into one
                           fresh resource's JSON working memory: how many of the 320 keys are kept
 """
@@ -63,6 +65,7 @@ OPERATIONS = (
     "merge_field",
     "list_newest_20",
     "get_thread_16",
+    "get_thread_16_threads",
 )
 """The timed operations, in table order; ``merges_kept`` is counted, not timed."""
 

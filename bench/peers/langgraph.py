@@ -90,7 +90,7 @@ def merge_field(store: BaseStore, resource: str, field: str, value: object) -> N
 
 
 class LangGraphPeer(Peer):
-    """LangGraph's ``PostgresStore`` (``postgres``) or ``SqliteStore`` (``file``) doing the eight measurements.
+    """LangGraph's ``PostgresStore`` (``postgres``) or ``SqliteStore`` (``file``) doing the nine measurements.
 
     ``synchronous`` (file only): ``"full"`` or ``"normal"`` is set with ``PRAGMA synchronous`` on
     every connection the peer opens; ``None`` keeps what LangGraph leaves (SQLite's default).
@@ -302,7 +302,7 @@ class LangGraphPeer(Peer):
         raise ValueError(f"unknown operation {operation!r}")
 
     def measure(self, operation: str, start: int, count: int) -> Measurement:
-        if operation == "get_thread_16":
+        if operation in ("get_thread_16", "get_thread_16_threads"):  # 16 OS threads either way
             return self._concurrent_reads(start, count)
         call = self._call(operation)
         began = time.perf_counter_ns()

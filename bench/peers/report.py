@@ -22,6 +22,7 @@ LABELS = {
     "merge_field": "merge one field",
     "list_newest_20": "newest 20 of 2,000 threads",
     "get_thread_16": f"get thread, {CONCURRENT_CLIENTS} concurrent clients",
+    "get_thread_16_threads": f"get thread, {CONCURRENT_CLIENTS} threads on the sync API",
 }
 TITLES = {"postgres": "PostgreSQL", "file": "embedded file"}
 KEYS = CONCURRENT_CLIENTS * MERGES_PER_CLIENT

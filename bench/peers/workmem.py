@@ -74,8 +74,9 @@ class WorkmemPeer(Peer):
         self._async: AsyncMemoryStorage | None = None
         self.notes = [
             "Python 3.11, the sync API (one call at a time); get_thread_16 on PostgreSQL runs 16 asyncio "
-            "tasks on the async API (workmem.connect_async, psycopg AsyncConnectionPool), on the file 16 "
-            "threads sharing one sync storage (its connection pool)",
+            "tasks on the async API (workmem.connect_async, its async connection pool), on the file 16 "
+            "threads sharing one sync storage (its connection pool); get_thread_16_threads is 16 threads "
+            "sharing one sync storage on both backends",
             "merge_field is MemoryStorage.merge_working_memory: one atomic statement (PostgreSQL) or one "
             "BEGIN IMMEDIATE transaction (SQLite), RFC 7396",
             "create_thread is create_thread: the owner check and the exact per-resource count "
@@ -168,9 +169,9 @@ class WorkmemPeer(Peer):
         raise ValueError(f"unknown operation {operation!r}")
 
     def measure(self, operation: str, start: int, count: int) -> Measurement:
+        if operation == "get_thread_16_threads" or (operation == "get_thread_16" and self.backend == "file"):
+            return self._threaded_reads(start, count)
         if operation == "get_thread_16":
-            if self.backend == "file":
-                return self._threaded_reads(start, count)
             return self._concurrent_reads(start, count)
         call = self._call(operation)
         clock = time.perf_counter_ns

@@ -65,7 +65,7 @@ def test_every_operation_on_the_real_packages(peer_and_url: tuple[MastraPeer, st
         assert len(block.latencies) == CALLS, operation
         assert all(latency > 0 for latency in block.latencies), operation
         assert block.seconds >= max(block.latencies), operation
-        if operation != "get_thread_16":  # sequential calls: the block holds every call
+        if not operation.startswith("get_thread_16"):  # sequential calls: the block holds every call
             assert block.seconds >= sum(block.latencies), operation
         if peer.backend == "file" and operation in {"create_thread", "replace_working_memory", "merge_field"}:
             assert block.extra["synchronous"] in {1, 2}, block.extra
