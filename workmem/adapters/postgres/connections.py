@@ -51,12 +51,13 @@ def connection_class(base: type[Any], reads: Callable[[Any], Any] | None) -> typ
     class Connection(base):  # type: ignore[misc]
         """psycopg's connection, with what workmem keeps per connection (a connection serves one caller)."""
 
+        workmem_fast_path = reads is not None
+        """Connected with psycopg's own prepared statements off (after a ROLLBACK it would DEALLOCATE ALL, ours too)."""
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.workmem_cursor = self.cursor()
             if reads is not None:
                 self.workmem_reads = reads(self)
-                # psycopg's own prepared statements off: after a ROLLBACK it would DEALLOCATE ALL, ours too
-                self.prepare_threshold = None
 
     return Connection

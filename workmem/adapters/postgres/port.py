@@ -52,6 +52,8 @@ class _Port:
         self._connections = connections
         self._conninfo = settings.conninfo
         self._options = settings.connect_options(psycopg)
+        if connections.workmem_fast_path:  # psycopg prepares nothing itself: see .keyreads
+            self._options["prepare_threshold"] = None
         # rows came back: read from the result's status (cursor.description builds a Column per column each call)
         self._tuples_ok = psycopg.pq.ExecStatus.TUPLES_OK
 
