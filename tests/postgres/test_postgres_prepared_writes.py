@@ -81,9 +81,8 @@ def test_writes_run_as_prepared_statements_and_return_what_the_cursor_would(
 ) -> None:
     assert write(url) == ["Trip", '{"a": 1}', {"a": 1, "b": 2}, "Trip 2"]
     assert prepared == ["INSERT", "INSERT", "INSERT", "UPDATE"]  # update_resource and merge are upserts
-    with PostgresStorage.from_url(url) as storage:
-        with pytest.raises(ThreadExistsError):  # the row count of the prepared insert: 0
-            storage.create_thread(Thread("t-1", "user-1"))
+    with PostgresStorage.from_url(url) as storage, pytest.raises(ThreadExistsError):  # the prepared insert's count: 0
+        storage.create_thread(Thread("t-1", "user-1"))
 
 
 def test_psycopg_prepares_nothing_of_its_own_so_a_rollback_drops_none_of_ours_in_a_transaction(url: str) -> None:
@@ -139,9 +138,8 @@ def test_a_nul_in_a_parameter_fails_as_on_the_cursor(url: str) -> None:
         conn = storage._pool.take()
         try:
             with pytest.raises(psycopg.DataError) as hot:
-                storage._port.query  # noqa: B018 -- the cursor path, for comparison below
                 asyncio.run(storage._query(conn, statement, {"x": "a\x00b"}))
-            with pytest.raises(psycopg.DataError) as cursor:
+            with pytest.raises(psycopg.DataError) as cursor:  # the cursor path
                 asyncio.run(storage._port.query(conn, statement, {"x": "a\x00b"}))
             assert str(hot.value) == str(cursor.value)
             assert asyncio.run(storage._query(conn, statement, {"x": "ab"})).rows == [("ab",)]
