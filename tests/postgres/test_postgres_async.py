@@ -431,8 +431,9 @@ def _stamps(thread: Thread | None) -> tuple[Any, Any]:
     return thread.created_at, thread.updated_at
 
 
-def test_key_reads_survive_psycopg_deallocating_every_statement() -> None:
-    """psycopg runs DEALLOCATE ALL after a ROLLBACK: the key read prepares its statement again and reads."""
+def test_key_reads_survive_every_statement_deallocated() -> None:
+    """DEALLOCATE ALL under the key read: it prepares its statement again and reads. (psycopg ran one after a
+    ROLLBACK once it had prepared a statement of its own; its prepared statements are off on these connections.)"""
 
     async def main(url: str) -> list[str]:
         async with await _open(url, min_size=1, max_size=1) as storage:
@@ -442,10 +443,8 @@ def test_key_reads_survive_psycopg_deallocating_every_statement() -> None:
             try:
                 prepared = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'workmem_key_read%'"
                 assert (await storage._query(conn, prepared)).rows == [("workmem_key_read_0",)]
-                await conn.execute("SELECT 1", prepare=True)  # psycopg clears only when it prepared one itself
-                await storage._query(conn, "BEGIN")
-                await storage._query(conn, "ROLLBACK")  # psycopg now clears its prepared statements...
-                gone = (await storage._query(conn, prepared)).rows  # ...with DEALLOCATE ALL before this one
+                await storage._query(conn, "DEALLOCATE ALL")
+                gone = (await storage._query(conn, prepared)).rows
             finally:
                 await storage._give(conn)
             assert (await storage.get_thread("t")).title == "before"  # type: ignore[union-attr]
