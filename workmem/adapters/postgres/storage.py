@@ -39,6 +39,7 @@ for the socket by blocking or on the event loop.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -129,6 +130,9 @@ class PostgresHooks(SqlHooks):
         self._keyreads = fast_path(self._psycopg)
         self._prepared_reads: dict[str, PreparedRead] = {}  # by KeyRead.sql: the dialect may be replaced
         self._prepared_statements: dict[str, PreparedStatement] = {}  # by rendered SQL (see _query)
+        # Their numbers, which name them on each connection: from a counter, so two threads preparing two statements
+        # at once never share one (len() of the dict could give both the same, and a connection the wrong statement).
+        self._read_numbers, self._statement_numbers = itertools.count(), itertools.count()
         self._secrets = settings.secrets
         self._url = settings.where
         connections = self._connections(getattr(self._psycopg, self._connection_type))
@@ -159,7 +163,7 @@ class PostgresHooks(SqlHooks):
         if prepared is None:
             if len(self._prepared_statements) >= MAX_PREPARED:  # the dialect's statements are far fewer
                 return await self._port.query(conn, sql, params)
-            prepared = keyreads.prepared_statement(sql, len(self._prepared_statements))
+            prepared = keyreads.prepared_statement(sql, next(self._statement_numbers))
             self._prepared_statements[sql] = prepared
         try:
             rows, rowcount = await conn.workmem_reads.run(prepared, params)
@@ -286,7 +290,7 @@ class PostgresHooks(SqlHooks):
             return await super()._read_key(read, key)  # through the cursor, as every other statement
         prepared = self._prepared_reads.get(read.sql)
         if prepared is None:
-            prepared = self._prepared_reads[read.sql] = keyreads.prepared_read(read.sql, len(self._prepared_reads))
+            prepared = self._prepared_reads[read.sql] = keyreads.prepared_read(read.sql, next(self._read_numbers))
         try:
             rows = await self._attempts(functools.partial(_fetch_key, prepared=prepared, key=key), read=True)
         except (AttributeError, TypeError) as error:  # never a database's answer: psycopg's libpq layer changed
