@@ -37,9 +37,8 @@ def to_iso(value: datetime) -> str:
     As JavaScript's ``toISOString()``: always four year digits (``0001-01-01T…``;
     ``strftime("%Y")`` would write ``1-01-01T…``, which no ISO reader takes).
     """
-    if type(value) is not datetime or value.tzinfo is not UTC or value.microsecond % 1000:
-        value = normalize(value)  # a record's timestamps are normalized already: most calls skip this
-    return value.isoformat(timespec="milliseconds")[:-6] + "Z"  # isoformat writes four year digits; "+00:00" cut
+    # isoformat writes four year digits; of a UTC time, its "+00:00" is cut
+    return normalize(value).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 _SHORT_YEAR = re.compile(r"(\d{1,3})(?=-\d\d-\d\d)")
