@@ -56,7 +56,7 @@ class PostgresSettings:
     conninfo: str = field(repr=False)
     schema: str = "public"
     min_size: int = 1
-    max_size: int = 10
+    max_size: int = 20
     timeout: float = 30.0
     connect_timeout: int | None = None
     create: bool = True
