@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from workmem.adapters.postgres.pool import AsyncConnectionPool
-from workmem.errors import BackendBusyError, StorageClosedError
+from workmem.errors import BackendBusyError, StorageClosedError, ValidationError
 
 
 class _PgConn:
@@ -236,3 +236,35 @@ def test_the_first_waiting_is_served_first() -> None:
         assert order == [0, 1, 2, 3] and len(server.opened) == 1
 
     _run(main)
+
+
+def test_the_default_pool_is_twenty_connections_for_threads_and_ten_for_the_tasks_of_an_event_loop() -> None:
+    """16 threads on one sync storage each hold a connection; 64 tasks on one loop gain nothing from more than 10
+    in flight but a slower loop (p99 lag 11.6 ms with 20, 4.9 ms with 10, the same merges/s)."""
+    from workmem.adapters.postgres.settings import TASKS_MAX_SIZE, THREADS_MAX_SIZE, PostgresSettings
+
+    default = PostgresSettings("host=x")
+    assert (default.pool_size(awaited=False), default.pool_size(awaited=True)) == (THREADS_MAX_SIZE, TASKS_MAX_SIZE)
+    assert (THREADS_MAX_SIZE, TASKS_MAX_SIZE) == (20, 10)
+    given = PostgresSettings("host=x", max_size=3)
+    assert (given.pool_size(awaited=False), given.pool_size(awaited=True)) == (3, 3)
+    assert PostgresSettings("host=x", min_size=12).pool_size(awaited=True) == 12  # never below min_size
+    with pytest.raises(ValidationError, match="max_size"):
+        PostgresSettings("host=x", max_size=0)
+
+
+@pytest.mark.backend("postgres")
+def test_each_face_opens_its_default_pool() -> None:
+    from servers import server_url
+
+    import workmem
+
+    url = server_url("postgres")
+    with workmem.connect(url) as storage:
+        assert storage._pool._max_size == 20  # type: ignore[attr-defined]
+
+    async def awaited() -> int:
+        async with await workmem.connect_async(url) as storage:
+            return storage._pool._max_size  # type: ignore[attr-defined,no-any-return]
+
+    assert asyncio.run(awaited()) == 10

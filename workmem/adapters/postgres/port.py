@@ -72,7 +72,9 @@ class BlockingPort(_Port):
 
     def __init__(self, psycopg: Any, settings: PostgresSettings, connections: type[Any], **pool: Any) -> None:
         super().__init__(psycopg, settings, connections)
-        self.pool = ConnectionPool(self._open, max_size=settings.max_size, timeout=settings.timeout, **pool)
+        self.pool = ConnectionPool(
+            self._open, max_size=settings.pool_size(awaited=False), timeout=settings.timeout, **pool
+        )
 
     def _open(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""
@@ -102,7 +104,9 @@ class AwaitedPort(_Port):
 
     def __init__(self, psycopg: Any, settings: PostgresSettings, connections: type[Any], **pool: Any) -> None:
         super().__init__(psycopg, settings, connections)
-        self.pool = AsyncConnectionPool(self._open, max_size=settings.max_size, timeout=settings.timeout, **pool)
+        self.pool = AsyncConnectionPool(
+            self._open, max_size=settings.pool_size(awaited=True), timeout=settings.timeout, **pool
+        )
 
     async def _open(self) -> Any:
         """One new connection, set up; the driver's error when the server cannot be reached."""

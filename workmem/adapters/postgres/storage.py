@@ -4,7 +4,7 @@
 created when missing; system schemas (``information_schema``, ``pg_*``) are
 refused. Other query parameters go to libpq (``sslmode``, ...).
 Options: ``min_size`` (connections opened by ``connect()``, default 1),
-``max_size`` (connections open at most, default 20), ``timeout`` (seconds to
+``max_size`` (connections open at most, default 20 for the sync API, 10 for the async one), ``timeout`` (seconds to
 wait when all ``max_size`` are in use, default 30), ``connect_timeout``
 (seconds for opening one connection, default 10, or the URL's own
 ``connect_timeout``; libpq counts at least 2), ``schema``, ``create``
