@@ -97,6 +97,17 @@ def placeholder_names(sql: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(PLACEHOLDER.findall(sql)))
 
 
+@functools.lru_cache(maxsize=16)
+def _values_rows(values: tuple[str, ...], count: int) -> str:
+    """``count`` rows of ``values`` (SQL with ``:name`` placeholders), each row's placeholders ``:name_INDEX``.
+
+    Built once per row shape and count (a copy's batches are mostly one size), not per batch; a few kept,
+    as a text of 10,000 rows is large.
+    """
+    row = "(" + ", ".join(PLACEHOLDER.sub(":\\1_\0", value) for value in values) + ")"
+    return ", ".join(row.replace("\0", str(index)) for index in range(count))
+
+
 class Dialect:
     """The statements of the storage contract for one SQL database; subclasses override the hooks."""
 
@@ -431,18 +442,10 @@ class Dialect:
         """At most ``limit`` threads with ids after ``after`` (keyset), ascending by :meth:`id_order`."""
         return self._record_page("thread_page", self.thread_columns(), self.threads, after, limit)
 
-    def _rows_of_values(self, table: str, fields: Sequence[tuple[str, str]], count: int) -> tuple[str, str]:
-        """``(columns, VALUES rows)`` for ``count`` rows of ``fields``, each row's placeholders ``:name_INDEX``.
-
-        Built once per table and row count (a copy's batches are mostly one size), not per batch.
-        """
-        key = ("rows", table, str(count))
-        try:
-            values = self._sql[key]
-        except KeyError:
-            row = "(" + ", ".join(PLACEHOLDER.sub(":\\1_\0", value) for _, value in fields) + ")"
-            values = self._sql[key] = ", ".join(row.replace("\0", str(index)) for index in range(count))
-        return ", ".join(column for column, _ in fields), values
+    @staticmethod
+    def _rows_of_values(fields: Sequence[tuple[str, str]], count: int) -> tuple[str, str]:
+        """``(columns, VALUES rows)`` for ``count`` rows of ``fields``, each row's placeholders ``:name_INDEX``."""
+        return ", ".join(column for column, _ in fields), _values_rows(tuple(value for _, value in fields), count)
 
     @staticmethod
     def _numbered(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
@@ -453,7 +456,7 @@ class Dialect:
         self, table: str, fields: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]]
     ) -> Statement:
         """One multi-row ``INSERT … ON CONFLICT (id) DO NOTHING RETURNING id``: the ids it inserted come back."""
-        columns, values = self._rows_of_values(table, fields, len(rows))
+        columns, values = self._rows_of_values(fields, len(rows))
         sql = f"INSERT INTO {table} AS t ({columns}) VALUES {values} ON CONFLICT (id) DO NOTHING RETURNING id"
         return Statement(sql, self._numbered(rows))
 
@@ -618,7 +621,7 @@ class Dialect:
 
     def insert_versions(self, versions: Sequence[MemoryVersion]) -> Statement:
         """Insert the versions whose (key, number) is absent, in one statement; its row count is how many."""
-        columns, values = self._rows_of_values(self.history, self._version_fields(), len(versions))
+        columns, values = self._rows_of_values(self._version_fields(), len(versions))
         sql = (
             f"INSERT INTO {self.history} ({columns}) VALUES {values} "
             "ON CONFLICT (resource_id, scope, memory_id, version) DO NOTHING"
