@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 from backends import fresh_mongodb_url
+from postgres_schemas import fresh_schema_url
 from sqld import fresh_sqld_url
 from test_oracle_server import fresh_tables_url
-from test_postgres import fresh_schema_url
 from upstash_fixtures import bridge, upstash_prefix, upstash_url
 
 from workmem.conformance import ConformanceTests

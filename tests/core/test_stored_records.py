@@ -301,7 +301,7 @@ def test_odd_but_valid_stored_memory_merges_alike(backend_url: str, scope: str, 
 def test_postgres_merges_plain_memory_in_one_statement() -> None:
     """The exact check is for odd text only: plain JSON (what workmem and JSON.stringify write) merges in SQL."""
     import psycopg
-    from test_postgres import fresh_schema_url
+    from postgres_schemas import fresh_schema_url
 
     with fresh_schema_url() as url, workmem.connect(url) as storage:
         merge = f"{storage.dialect._prefix}.workmem_merge_document"  # type: ignore[attr-defined]

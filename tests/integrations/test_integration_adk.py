@@ -37,9 +37,9 @@ from google.adk.models.llm_request import LlmRequest  # noqa: E402
 from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.genai import types  # noqa: E402
+from postgres_schemas import fresh_schema_url  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 from scripted_model import edit_arguments  # noqa: E402
-from test_postgres import fresh_schema_url  # noqa: E402
 
 from workmem import AsyncMemory, Memory, ThreadOwnershipError, ValidationError  # noqa: E402
 from workmem.integrations import MemoryIds, MissingIdsError  # noqa: E402

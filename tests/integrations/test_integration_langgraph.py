@@ -31,9 +31,9 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 from langgraph.runtime import get_runtime
 from langgraph.warnings import LangGraphDeprecatedSinceV10
+from postgres_schemas import fresh_schema_url
 from pydantic import BaseModel, Field
 from scripted_model import edit_arguments, fenced
-from test_postgres import fresh_schema_url
 
 from workmem import ThreadOwnershipError, ValidationError
 from workmem.agent import MEMORY_MESSAGE_NAME, TOOL_NAME, AsyncMemory, Memory

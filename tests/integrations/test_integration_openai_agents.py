@@ -29,9 +29,9 @@ from agents import Agent, ModelResponse, RunContextWrapper, Runner, Usage  # noq
 from agents.exceptions import UserError  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
+from postgres_schemas import fresh_schema_url  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 from scripted_model import edit_arguments  # noqa: E402
-from test_postgres import fresh_schema_url  # noqa: E402
 
 from workmem import AsyncMemory, Memory  # noqa: E402
 from workmem.errors import ThreadOwnershipError, ValidationError  # noqa: E402

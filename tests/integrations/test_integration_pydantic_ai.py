@@ -24,13 +24,13 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed: pip install 'workmem[pydantic-ai]'")
 
+from postgres_schemas import fresh_schema_url
 from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import Toolset
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from scripted_model import fenced, patch_arguments
-from test_postgres import fresh_schema_url
 
 from workmem import AsyncMemory, ThreadOwnershipError
 from workmem.agent import WorkingMemorySchema

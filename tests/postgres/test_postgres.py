@@ -6,17 +6,15 @@ schema (``?schema=wm_…``) that is dropped afterwards.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from postgres_schemas import fresh_schema_url
 from servers import server_url
 from test_sql_contract import T0, T1, MakeStorage, SqlContract
 
@@ -27,26 +25,6 @@ from workmem.adapters.postgres.dialect import PostgresDialect
 from workmem.arguments import check_list_args
 
 pytestmark = pytest.mark.backend("postgres")
-
-
-@contextlib.contextmanager
-def fresh_schema_url(**query: str) -> Iterator[str]:
-    """A URL naming a new random schema on the test server; the schema is dropped afterwards."""
-    server = server_url("postgres")
-    schema = f"wm_{uuid.uuid4().hex[:12]}"
-    parts = urlsplit(server)
-    extra = "&".join(f"{k}={v}" for k, v in {**query, "schema": schema}.items())
-    try:
-        yield urlunsplit((parts.scheme, parts.netloc, parts.path, f"{parts.query}&{extra}".lstrip("&"), ""))
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    with fresh_schema_url() as fresh:
-        yield fresh
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_postgres import fresh_schema_url
+from postgres_schemas import fresh_schema_url
 
 import workmem
 from workmem import Resource, Thread

@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from test_postgres import fresh_schema_url
+from postgres_schemas import fresh_schema_url
 
 import workmem
 

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from test_postgres import fresh_schema_url
 
 import workmem
 from workmem import Resource, Thread
@@ -27,12 +25,6 @@ from workmem.adapters.postgres import AsyncPostgresStorage, PostgresStorage, key
 pytestmark = pytest.mark.backend("postgres")
 
 LOGGER = "workmem.adapters.postgres"
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    with fresh_schema_url() as fresh:
-        yield fresh
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from json_writes import json_writes
-from test_postgres import fresh_schema_url
+from postgres_schemas import fresh_schema_url
 
 import workmem
 from workmem.conformance.model import model_merge_patch

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import psycopg
 import pytest
-from test_postgres import fresh_schema_url
 
 import workmem
 from workmem import Thread, ThreadExistsError
@@ -25,12 +24,6 @@ from workmem.adapters.postgres import PostgresStorage, keyreads
 pytestmark = pytest.mark.backend("postgres")
 
 LOGGER = "workmem.adapters.postgres"
-
-
-@pytest.fixture
-def url() -> Iterator[str]:
-    with fresh_schema_url() as fresh:
-        yield fresh
 
 
 @pytest.fixture

@@ -264,7 +264,7 @@ PASSWORD = f"S3cr3t-{secrets.token_hex(6)}"  # the test server trusts 127.0.0.1,
 @contextlib.contextmanager
 def postgres_url_behind_proxy(query: dict[str, str] | None = None) -> Iterator[tuple[str, TcpProxy]]:
     """A URL (with :data:`PASSWORD`, a fresh schema) whose connections all go through a proxy to the real PostgreSQL."""
-    from test_postgres import fresh_schema_url
+    from postgres_schemas import fresh_schema_url
 
     with fresh_schema_url(**(query or {})) as direct, TcpProxy(_target("postgres", 5432)) as proxy:
         parts = urlsplit(direct)

@@ -164,7 +164,7 @@ def terminate(application_name: str, *, wait: bool = False) -> int:
 
 @contextlib.contextmanager
 def postgres_storage(max_size: int = 4) -> Iterator[tuple[MemoryStorage, str]]:
-    from test_postgres import fresh_schema_url
+    from postgres_schemas import fresh_schema_url
 
     app = f"wm_fault_{uuid.uuid4().hex[:10]}"
     with fresh_schema_url(application_name=app) as url, workmem.connect(url, max_size=max_size) as storage:

@@ -194,7 +194,7 @@ def test_postgres_failures_hide_the_password(case: str, which: str, leaks: Calla
 
 @pytest.mark.backend("postgres")
 def test_postgres_storage_repr_hides_the_password(leaks: Callable[..., None]) -> None:
-    from test_postgres import fresh_schema_url
+    from postgres_schemas import fresh_schema_url
 
     secret = new_secrets()[1]
     with fresh_schema_url() as url:  # the local server trusts; the password is sent to no one but must not show
@@ -430,7 +430,7 @@ def test_raw_postgres_password_hidden_in_failures(kind: str, leaks: Callable[...
 @pytest.mark.parametrize("kind", list(RAW_PASSWORDS))
 def test_raw_postgres_password_opens_the_right_database_and_never_shows(kind: str, leaks: Callable[..., None]) -> None:
     """On the (trusting) local server: host, database and ``?schema=`` after a raw password are read right."""
-    from test_postgres import fresh_schema_url
+    from postgres_schemas import fresh_schema_url
 
     secret = raw_password(kind)
     with fresh_schema_url() as url:

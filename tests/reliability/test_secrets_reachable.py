@@ -125,7 +125,7 @@ def _pg(user: str, password: str, *, port: int | None = None, path: str | None =
 def select_only_role() -> Iterator[tuple[str, str, str]]:
     """``(url, password, schema)``: a new role with a password that may read the tables of a fresh schema, not write."""
     import psycopg
-    from test_postgres import fresh_schema_url
+    from postgres_schemas import fresh_schema_url
 
     password, role = new_secret(), f"wm_reader_{secrets.token_hex(4)}"
     with fresh_schema_url() as admin_url:

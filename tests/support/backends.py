@@ -108,7 +108,7 @@ def fresh_url(backend: str) -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="wm_libsql_") as directory:
             yield f"file:{Path(directory) / 'workmem.db'}"
     elif backend == "postgres":
-        from test_postgres import fresh_schema_url
+        from postgres_schemas import fresh_schema_url
 
         with fresh_schema_url() as url:
             yield url
