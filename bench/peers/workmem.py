@@ -82,9 +82,6 @@ class WorkmemPeer(Peer):
             "create_thread is create_thread: the owner check and the exact per-resource count "
             "(a trigger) in the same statement",
         ]
-        if backend == "file":
-            level = synchronous or "full"
-            self.notes.append(f"embedded file through the libsql wheel, WAL, synchronous={level} on every connection")
 
     # -- ids ----------------------------------------------------------------------
 
@@ -104,6 +101,9 @@ class WorkmemPeer(Peer):
         self._ns = self._stack.enter_context(open_namespace(_BACKENDS[self.backend]))
         self._storage = self._ns.connect(**self._options())
         self._stack.callback(self._storage.close)
+        if self.backend == "file":  # the engine and level the storage reports, not what was asked for
+            engine, level = getattr(self._storage, "engine", "?"), getattr(self._storage, "synchronous", "?")
+            self.notes.append(f"embedded file on the {engine} engine, WAL, synchronous={level} on every connection")
         storage = self._storage
         memory = json.dumps({"name": "Ada", "plan": "pro", "prefs": {"tone": "brief"}})
         stamp = _EPOCH

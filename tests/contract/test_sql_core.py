@@ -10,7 +10,7 @@ from workmem import UNSET, Resource, Thread, UnreadableRecordError, ValidationEr
 from workmem.adapters.libsql.dialect import SQLiteDialect
 from workmem.adapters.postgres.dialect import PostgresDialect
 from workmem.adapters.sql import Statement, identifier
-from workmem.adapters.sql.dialect import placeholder_names
+from workmem.adapters.sql.dialect import LONG_SQL, placeholder_names, sql_text_cache
 from workmem.adapters.sql.rows import decode_time, load_object, resource_from_row, thread_from_row
 from workmem.arguments import check_list_args
 from workmem.changes import ResourceChange, merge_document, updated_resource
@@ -27,6 +27,29 @@ def test_identifiers_are_checked_and_quoted() -> None:
             identifier(bad)
     with pytest.raises(ValidationError):
         PostgresDialect('public"; DROP SCHEMA x; --')
+
+
+def test_long_statement_texts_are_cached_a_few_at_a_time() -> None:
+    # A bulk insert's text grows with its rows (up to some 600 KB): 512 of them kept for the process's life
+    # would be hundreds of megabytes, so long texts get a cache of their own, of 8.
+    computed: list[str] = []
+
+    @sql_text_cache
+    def length(sql: str) -> int:
+        computed.append(sql)
+        return len(sql)
+
+    short = [f"SELECT :a{i}" for i in range(300)]
+    long = [f"INSERT {i} " + "(:a, :b), " * (LONG_SQL // 10) for i in range(9)]
+    assert all(len(text) > LONG_SQL for text in long)
+    for text in short + long + short:
+        length(text)
+    assert len(computed) == 300 + 9  # each short text once: the long ones pushed none of them out
+    length(long[-1])
+    assert len(computed) == 309  # the last long ones kept
+    length(long[0])
+    assert computed[-1] == long[0]  # the oldest of nine long ones was let go: only eight are kept
+    assert length(long[0]) == len(long[0]) and len(computed) == 310
 
 
 def test_placeholders_skip_casts_and_render_per_driver() -> None:

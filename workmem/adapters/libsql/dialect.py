@@ -46,6 +46,7 @@ from workmem.adapters.sql.dialect import (
     Dialect,
     Statement,
     placeholder_names,
+    sql_text_cache,
 )
 from workmem.timestamps import to_iso
 
@@ -119,7 +120,7 @@ _PRESENT_TRIGGERS = (
 )
 
 
-@functools.lru_cache(maxsize=512)
+@sql_text_cache
 def _rendered(sql: str) -> tuple[str, Callable[[Mapping[str, Any]], tuple[Any, ...]]]:
     """``sql`` with each ``:name`` written ``?N`` (N its order of first appearance), and what binds its values.
 

@@ -18,7 +18,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
+from typing import Any, ClassVar, Final, Generic, NamedTuple, TypeVar
 
 from workmem.errors import ValidationError
 from workmem.history import HISTORY_TABLE, HistoryKey, MemoryVersion, Recording
@@ -40,6 +40,7 @@ __all__ = [
     "Statement",
     "identifier",
     "placeholder_names",
+    "sql_text_cache",
 ]
 
 RESOURCES = "mastra_resources"
@@ -91,7 +92,29 @@ def identifier(name: str, what: str = "schema") -> str:
     return f'"{name}"'
 
 
-@functools.lru_cache(maxsize=512)
+LONG_SQL: Final = 4096
+"""Statement texts longer than this (a bulk insert's many rows, up to some 600 KB) are kept by
+:func:`sql_text_cache` a few at a time, not among the 512 short ones."""
+T = TypeVar("T")
+
+
+def sql_text_cache(function: Callable[[str], T]) -> Callable[[str], T]:
+    """``function`` of a statement's text, cached: the last 512 short texts, and the last 8 long ones.
+
+    The statements of the contract are a few hundred short texts, computed once each; a bulk
+    insert's text grows with its rows, and a copy's batches come in few sizes, so a few are kept:
+    512 of them would hold hundreds of megabytes for the process's life.
+    """
+    short, long = functools.lru_cache(maxsize=512)(function), functools.lru_cache(maxsize=8)(function)
+
+    @functools.wraps(function)
+    def cached(sql: str) -> T:
+        return short(sql) if len(sql) <= LONG_SQL else long(sql)
+
+    return cached
+
+
+@sql_text_cache
 def placeholder_names(sql: str) -> tuple[str, ...]:
     """The ``:name`` placeholders of ``sql`` in order of first appearance (``::type`` casts are skipped)."""
     return tuple(dict.fromkeys(PLACEHOLDER.findall(sql)))
