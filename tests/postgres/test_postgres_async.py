@@ -441,8 +441,12 @@ def test_key_reads_survive_every_statement_deallocated() -> None:
             assert (await storage.get_thread("t")) is not None  # prepared on the one connection
             conn = await storage._checkout()
             try:
-                prepared = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'workmem_key_read%'"
-                assert (await storage._query(conn, prepared)).rows == [("workmem_key_read_0",)]
+                # the key read's statement (the save before it is a prepared INSERT)
+                prepared = (
+                    "SELECT name FROM pg_prepared_statements "
+                    "WHERE name LIKE 'workmem\\_statement\\_%' AND statement LIKE 'SELECT %'"
+                )
+                assert len((await storage._query(conn, prepared)).rows) == 1
                 await storage._query(conn, "DEALLOCATE ALL")
                 gone = (await storage._query(conn, prepared)).rows
             finally:

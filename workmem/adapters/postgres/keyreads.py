@@ -53,11 +53,12 @@ import functools
 import re
 import select
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, Protocol
 
 import psycopg
 from psycopg import pq
+from psycopg.abc import Buffer
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.errors import error_from_result
 from psycopg.pq.abc import PGconn, PGresult
@@ -135,9 +136,9 @@ def unsupported(psycopg_module: Any) -> str | None:
 
 
 class PreparedRead(NamedTuple):
-    """A key read as libpq prepares it: the statement's name on each connection, and its text (``$1``: the key)."""
+    """A key read as libpq prepares it: its number (one per read of the storage), and its text (``$1``: the key)."""
 
-    name: bytes
+    number: int
     sql: bytes
 
 
@@ -145,7 +146,7 @@ def prepared_read(sql: str, number: int) -> PreparedRead:
     """The :class:`PreparedRead` of a :class:`~workmem.adapters.sql.dialect.KeyRead`'s ``sql`` (one ``:id``)."""
     if placeholder_names(sql) != ("id",):
         raise ValueError(f"a key read has the one placeholder :id, not {placeholder_names(sql)}")
-    return PreparedRead(f"workmem_key_read_{number}".encode(), PLACEHOLDER.sub("$1", sql).encode())
+    return PreparedRead(number, PLACEHOLDER.sub("$1", sql).encode())
 
 
 class PreparedStatement(NamedTuple):
@@ -251,10 +252,15 @@ class _BlockingWithin:
         raise NotImplementedError
 
 
-class KeyReads:
-    """What one connection keeps for key reads: the statements prepared on it, and its row loader."""
+_Key = int | tuple[int, tuple[int, ...]]
+"""What a prepared statement is known by on a connection: a key read's number, or a statement's number and the
+types of its parameters."""
 
-    __slots__ = ("_conn", "_encoding", "_named", "_pgconn", "_prepared", "_rows", "_statements", "_waits")
+
+class KeyReads:
+    """What one connection keeps for its prepared statements: their names on it, and its row loader."""
+
+    __slots__ = ("_conn", "_encoding", "_named", "_names", "_pgconn", "_rows", "_waits")
 
     def __init__(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], waits: Waits) -> None:
         self._waits = waits
@@ -262,26 +268,16 @@ class KeyReads:
         self._pgconn = conn.pgconn
         self._encoding = conn.info.encoding
         self._rows = Transformer(conn)  # the connection's loaders (timestamps in its time zone, ...)
-        self._prepared: set[bytes] = set()
-        self._statements: dict[tuple[int, tuple[int, ...]], bytes] = {}  # (statement, parameter types): its name
+        self._names: dict[_Key, bytes] = {}
+        """The name each statement is prepared under on this connection: a key read's by its number, another
+        statement's by its number and parameter types (psycopg prepares one per set of types, as here)."""
         self._named = 0
 
     async def fetch(self, read: PreparedRead, key: str) -> list[tuple[Any, ...]]:
         """The rows of ``read`` for ``key``: the connection is this caller's alone, idle, outside a pipeline."""
         if "\x00" in key:  # libpq passes text parameters as C strings: a NUL would cut the key short
             raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
-        pgconn = self._pgconn
-        params = [key.encode(self._encoding)]
-        if read.name not in self._prepared:
-            await self._prepare(read)
-        pgconn.send_query_prepared(read.name, params, None)
-        results = await _results(pgconn, self._waits)
-        if _statement_gone(results):
-            # psycopg ran DEALLOCATE ALL on this connection (it does after a ROLLBACK or a DROP, see its
-            # _preparing module): prepare again, and read once more (the failed read changed nothing).
-            await self._prepare(read)
-            pgconn.send_query_prepared(read.name, params, None)
-            results = await _results(pgconn, self._waits)
+        results = await self._send(read.number, read.sql, None, [key.encode(self._encoding)], None, cancels=False)
         result = self._result(results, _TUPLES_OK)
         self._rows.set_pgresult(result)
         return self._rows.load_rows(0, result.ntuples, tuple)
@@ -292,31 +288,53 @@ class KeyReads:
         The connection is this caller's alone, outside a pipeline; idle, or in a transaction this caller
         opened. :class:`NotSent` when the libpq layer failed before anything was sent.
         """
-        pgconn, dumper = self._pgconn, self._rows
+        dumper = self._rows
         try:
             values = [params[name] for name in statement.names]
             args = dumper.dump_sequence(values, statement.formats)  # psycopg's errors raise as the cursor's
             types, formats = dumper.types, dumper.formats
-            idle = pgconn.transaction_status == _IDLE
         except (AttributeError, KeyError, TypeError) as error:
             raise NotSent(error) from error
-        key = (statement.number, types or ())  # types are set once dump_sequence ran
-        name = self._statements.get(key)
-        if name is None:
-            name = await self._prepare_statement(statement, key)
-        pgconn.send_query_prepared(name, args, formats)
-        results = await self._answer()
-        if idle and _statement_gone(results):
-            # Deallocated by someone else (DEALLOCATE ALL): the failed run changed nothing, and opened no transaction.
-            name = await self._prepare_statement(statement, key)
-            pgconn.send_query_prepared(name, args, formats)
-            results = await self._answer()
+        types = types or ()  # set once dump_sequence ran
+        results = await self._send((statement.number, types), statement.sql, types, args, formats, cancels=True)
         result = self._result(results, None)
         if result.status == _TUPLES_OK:
             dumper.set_pgresult(result)
             return dumper.load_rows(0, result.ntuples, tuple), result.ntuples
         count = result.command_tuples
         return [], -1 if count is None else count
+
+    async def _send(
+        self,
+        key: _Key,
+        sql: bytes,
+        types: Sequence[int] | None,
+        args: Sequence[Buffer | None],
+        formats: Sequence[int] | None,
+        *,
+        cancels: bool,
+    ) -> list[PGresult]:
+        """The results of the statement ``key`` run with ``args``, prepared first on this connection if it is not.
+
+        A statement the server no longer has (psycopg's ``DEALLOCATE ALL``, which it runs after a
+        ``ROLLBACK`` or a ``DROP``: see its ``_preparing`` module) is prepared again and run once more
+        when the connection was idle: the failed run changed nothing and opened no transaction (inside
+        one, it failed the transaction, whose owner sees the error). ``cancels``: an interrupted wait asks
+        the server to cancel the statement (:meth:`_answer`); a key read leaves it to the pool, which
+        closes a connection given back busy.
+        """
+        pgconn = self._pgconn
+        idle = pgconn.transaction_status == _IDLE
+        name = self._names.get(key)
+        if name is None:
+            name = await self._prepare(key, sql, types)
+        pgconn.send_query_prepared(name, args, formats)
+        results = await (self._answer() if cancels else _results(pgconn, self._waits))
+        if idle and _statement_gone(results):
+            name = await self._prepare(key, sql, types)
+            pgconn.send_query_prepared(name, args, formats)
+            results = await (self._answer() if cancels else _results(pgconn, self._waits))
+        return results
 
     async def _answer(self) -> list[PGresult]:
         """The results of the statement sent; interrupted (cancelled), the server is asked to cancel it first.
@@ -341,20 +359,15 @@ class KeyReads:
                     self._pgconn.finish()
             raise
 
-    async def _prepare_statement(self, statement: PreparedStatement, key: tuple[int, tuple[int, ...]]) -> bytes:
-        self._statements.pop(key, None)
-        name = f"workmem_statement_{self._named}".encode()  # never used before on this connection
+    async def _prepare(self, key: _Key, sql: bytes, types: Sequence[int] | None) -> bytes:
+        """Prepare ``sql`` under a name never used before on this connection, remembered as ``key``'s."""
+        self._names.pop(key, None)
+        name = f"workmem_statement_{self._named}".encode()
         self._named += 1
-        self._pgconn.send_prepare(name, statement.sql, key[1])
+        self._pgconn.send_prepare(name, sql, types)
         self._result(await _results(self._pgconn, self._waits), _COMMAND_OK)
-        self._statements[key] = name
+        self._names[key] = name
         return name
-
-    async def _prepare(self, read: PreparedRead) -> None:
-        self._prepared.discard(read.name)
-        self._pgconn.send_prepare(read.name, read.sql, None)
-        self._result(await _results(self._pgconn, self._waits), _COMMAND_OK)
-        self._prepared.add(read.name)
 
     def _result(self, results: list[PGresult], expected: pq.ExecStatus | None) -> PGresult:
         """The one result of a statement, of status ``expected`` (``None``: rows or a command's count)."""
