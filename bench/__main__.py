@@ -49,7 +49,7 @@ from bench.history import history_cost
 from bench.loaders import loader_for
 from bench.peers.plot import draw_peers
 from bench.peers.report import format_peers
-from bench.peers.runner import PEER_BACKENDS, run_peers
+from bench.peers.runner import PEER_BACKENDS, ROUNDS, run_peers
 from bench.plots import draw_plots
 from bench.report import (
     evaluate_big_merge_targets,
@@ -217,7 +217,7 @@ def _run_section(
     return section
 
 
-def peers_main(backends: list[str] | None, quick: bool, out: Path, command: str) -> int:
+def peers_main(backends: list[str] | None, quick: bool, out: Path, command: str, rounds: int = ROUNDS) -> int:
     """``--peers``: PostgreSQL (``--backend postgres``) and the embedded file (``--backend libsql``)."""
     chosen = [("file" if b == "libsql" else b) for b in backends or ["postgres", "libsql"]]
     unknown = [b for b in chosen if b not in PEER_BACKENDS]
@@ -225,7 +225,7 @@ def peers_main(backends: list[str] | None, quick: bool, out: Path, command: str)
         _log(f"--peers compares on postgres and libsql only, not {', '.join(unknown)}")
         return 2
     began = time.monotonic()
-    results = run_peers(chosen, quick=quick)
+    results = run_peers(chosen, quick=quick, rounds=rounds)
     results["meta"] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname(),
@@ -280,11 +280,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="instead: workmem side by side with Mastra (Node) and LangGraph on PostgreSQL and the embedded file",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=ROUNDS,
+        help=f"with --peers: interleaved rounds per operation, the median reported (default {ROUNDS})",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help=f"directory for JSON and PNGs ({RESULTS_DIR})")
     args = parser.parse_args(argv)
     command = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.peers:
-        return peers_main(args.backend, args.quick, args.out, command.strip())
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        return peers_main(args.backend, args.quick, args.out, command.strip(), args.rounds)
     backends = list(dict.fromkeys(args.backend or ALL_BACKENDS))
     sections = (frozenset(args.only) if args.only else DEFAULT_SECTIONS) | ({"async"} if args.run_async else set())
     sections |= {"copy"} if args.run_copy else set()

@@ -4,7 +4,7 @@ A *peer* is one system (workmem, Mastra's TypeScript adapters, LangGraph's
 stores) on one backend kind (``postgres`` or ``file``, the embedded SQLite
 file). The runner (:mod:`bench.peers.runner`) opens every peer of a backend,
 calls :meth:`Peer.prepare` once, then interleaves :meth:`Peer.measure` calls
-(operation by operation, the peers' order rotating, three rounds) so machine
+(operation by operation, the peers' order rotating, three rounds unless `--rounds` says) so machine
 noise lands on all alike.
 
 Each operation means the same work for every peer; where a peer has no such

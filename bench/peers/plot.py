@@ -42,7 +42,7 @@ def draw_peers(results: dict[str, Any], stem: Path) -> Path | None:
         ax.set_yticklabels([LABELS[op] for op in OPERATIONS], fontsize=8)
         ax.invert_yaxis()
         ax.set_xscale("log")
-        ax.set_xlabel("ops/s (median of 3 interleaved rounds; more is better)")
+        ax.set_xlabel(f"ops/s (median of {results['rounds']} interleaved rounds; more is better)")
         ax.set_title(TITLES.get(backend, backend))
         ax.grid(True, axis="x", which="both", alpha=0.3)
         ax.legend(fontsize=8)

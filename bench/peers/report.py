@@ -1,7 +1,7 @@
 """The ``bench --peers`` tables, ratios and targets (PASS/MISS, never asserted).
 
 Ratios are workmem's ops/s divided by the peer's, both medians of the same
-three interleaved rounds. On the embedded file the targets compare systems at
+interleaved rounds (three unless `--rounds` says). On the embedded file the targets compare systems at
 the same ``synchronous`` level (see :data:`COMPARISONS`).
 """
 

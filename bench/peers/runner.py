@@ -1,4 +1,4 @@
-"""Run every peer of a backend side by side: warm-up, three interleaved rounds, median, p50/p99, min..max.
+"""Run every peer of a backend side by side: warm-up, interleaved rounds, median, p50/p99, min..max.
 
 Per round, per operation, every peer runs one block of the same ``count``
 calls, in an order that rotates with the round and the operation, so a burst
@@ -78,7 +78,7 @@ def _extras(blocks: list[Measurement]) -> dict[str, Any]:
     return {"synchronous": levels} if levels else {}
 
 
-def _run_backend(backend: str, systems: Lineup, count: int, warmup: int) -> dict[str, Any]:
+def _run_backend(backend: str, systems: Lineup, count: int, warmup: int, rounds: int) -> dict[str, Any]:
     result: dict[str, Any] = {"status": "ok", "systems": {}, "skipped": {}, "errors": {}}
     peers: dict[str, Peer] = {}
     try:
@@ -118,8 +118,8 @@ def _run_backend(backend: str, systems: Lineup, count: int, warmup: int) -> dict
         for op in OPERATIONS:  # warm-up: caches, prepared statements, JIT, pools
             for label in labels:
                 block(label, op, 0, warmup)
-        for round_no in range(ROUNDS):
-            _log(f"[peers/{backend}] round {round_no + 1} of {ROUNDS}")
+        for round_no in range(rounds):
+            _log(f"[peers/{backend}] round {round_no + 1} of {rounds}")
             for op_no, op in enumerate(OPERATIONS):
                 shift = (round_no + op_no) % len(labels) if labels else 0
                 for label in labels[shift:] + labels[:shift]:
@@ -150,13 +150,18 @@ def run_peers(
     quick: bool = False,
     lineups: Callable[[str, str | None], Lineup] = lineup,
     sizes: tuple[int, int] | None = None,
+    rounds: int = ROUNDS,
 ) -> dict[str, Any]:
     """``bench --peers``: every backend of ``backends`` (``postgres``, ``file``), the JSON-ready results.
 
-    ``lineups`` picks the systems per backend (tests give their own); ``sizes`` is ``(count, warmup)``.
+    ``lineups`` picks the systems per backend (tests give their own); ``sizes`` is ``(count, warmup)``;
+    ``rounds`` how many interleaved rounds each operation runs (the median round is the result: more
+    rounds, less of a noisy machine's swing in it).
     """
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
     count, warmup = sizes or ((200, 50) if quick else (2_000, 300))
-    out: dict[str, Any] = {"count": count, "warmup": warmup, "rounds": ROUNDS, "backends": {}}
+    out: dict[str, Any] = {"count": count, "warmup": warmup, "rounds": rounds, "backends": {}}
     try:
         postgres_url: str | None = server_url("postgres")
     except NoServer as exc:
@@ -167,7 +172,7 @@ def run_peers(
         if backend in out["backends"]:
             continue
         began = time.monotonic()
-        out["backends"][backend] = _run_backend(backend, lineups(backend, postgres_url), count, warmup)
+        out["backends"][backend] = _run_backend(backend, lineups(backend, postgres_url), count, warmup, rounds)
         out["backends"][backend]["seconds"] = round(time.monotonic() - began, 1)
         out["backends"][backend]["targets"] = evaluate_peer_targets(backend, out["backends"][backend])
     return out

@@ -88,6 +88,18 @@ def test_runner_reports_measured_figures_skips_and_errors() -> None:
     assert "| get thread by id |" in peers_markdown(results)
 
 
+def test_rounds_are_chosen_and_the_median_one_reported() -> None:
+    peer = _Broken()
+    results = run_peers(["file"], lineups=lambda backend, url: [("langgraph", lambda: peer)], sizes=(10, 2), rounds=5)
+    assert results["rounds"] == 5
+    stats = results["backends"]["file"]["systems"]["langgraph"]["operations"]["get_thread"]
+    assert stats["calls"] == 5 * 10 and len(stats["ops_per_s_rounds"]) == 5
+    assert stats["ops_per_s"] == pytest.approx(sorted(stats["ops_per_s_rounds"])[2], abs=0.1)  # the median of five
+    assert peer.calls["get_thread"] == 2 + 5 * 10
+    with pytest.raises(ValueError, match="at least 1"):
+        run_peers(["file"], lineups=lambda backend, url: [], rounds=0)
+
+
 def test_targets_compare_equal_durability_on_the_file() -> None:
     def rates(value: float) -> dict[str, Any]:
         return {"operations": {op: {"ops_per_s": value} for op in OPERATIONS}, "merges_kept": 320}
