@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,6 @@ from google.adk.models.llm_request import LlmRequest  # noqa: E402
 from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.genai import types  # noqa: E402
-from postgres_schemas import fresh_schema_url  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 from scripted_model import edit_arguments  # noqa: E402
 
@@ -154,20 +153,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         return connect(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", local_only)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("libsql", marks=pytest.mark.backend("libsql")),
-        pytest.param("postgres", marks=pytest.mark.backend("postgres")),
-    ]
-)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "libsql":
-        yield f"file:{tmp_path / 'adk.db'}"
-    else:
-        with fresh_schema_url() as fresh:
-            yield fresh
 
 
 def _user() -> str:

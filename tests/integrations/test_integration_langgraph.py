@@ -14,7 +14,7 @@ import subprocess
 import sys
 import uuid
 import warnings
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,6 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, create_react_agent, tools_condition
 from langgraph.runtime import get_runtime
 from langgraph.warnings import LangGraphDeprecatedSinceV10
-from postgres_schemas import fresh_schema_url
 from pydantic import BaseModel, Field
 from scripted_model import edit_arguments, fenced
 
@@ -166,20 +165,6 @@ def react_agent_with_method(model: ScriptedChatModel, memory: LangGraphMemory) -
 
 
 BUILDS = [pytest.param(hand_built, id="stategraph"), pytest.param(react_agent, id="create_react_agent")]
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("libsql", marks=pytest.mark.backend("libsql")),
-        pytest.param("postgres", marks=pytest.mark.backend("postgres")),
-    ]
-)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "libsql":
-        yield f"file:{tmp_path / 'langgraph.db'}"
-    else:
-        with fresh_schema_url() as fresh:
-            yield fresh
 
 
 def run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,6 @@ from agents import Agent, ModelResponse, RunContextWrapper, Runner, Usage  # noq
 from agents.exceptions import UserError  # noqa: E402
 from agents.models.interface import Model  # noqa: E402
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
-from postgres_schemas import fresh_schema_url  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 from scripted_model import edit_arguments  # noqa: E402
 
@@ -134,20 +133,6 @@ def say(text: str) -> list[Any]:
 
 
 # -- backends ------------------------------------------------------------------------------
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("libsql", marks=pytest.mark.backend("libsql")),
-        pytest.param("postgres", marks=pytest.mark.backend("postgres")),
-    ]
-)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "libsql":
-        yield f"file:{tmp_path / 'agents.db'}"
-    else:
-        with fresh_schema_url() as fresh:
-            yield fresh
 
 
 # -- template mode, resource scope -----------------------------------------------------------

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ import pytest
 
 pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed: pip install 'workmem[pydantic-ai]'")
 
-from postgres_schemas import fresh_schema_url
 from pydantic import BaseModel
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import Toolset
@@ -38,21 +37,6 @@ from workmem.integrations import MemoryIds, MissingIdsError
 from workmem.integrations.pydantic_ai import WorkingMemoryToolset
 
 TOOL = "updateWorkingMemory"
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("libsql", marks=pytest.mark.backend("libsql")),
-        pytest.param("postgres", marks=pytest.mark.backend("postgres")),
-    ]
-)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The embedded libSQL default (a file in tmp_path) or a fresh PostgreSQL schema."""
-    if request.param == "libsql":
-        yield f"file:{tmp_path / 'workmem.db'}"
-    else:
-        with fresh_schema_url() as fresh:
-            yield fresh
 
 
 @dataclass
