@@ -7,13 +7,14 @@ The reference adapter (``memory://NAME``, shared by name in the process) keeps h
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import uuid
 from pathlib import Path
 
 import pytest
-from backends import backend_url
+from backends import backend_url, fresh_url
 
 import workmem
 from tests.support.no_history import no_history_url
@@ -22,7 +23,15 @@ from workmem.cli import main
 from workmem.history import HistoryKey, MemoryVersion
 from workmem.kit import run_sync
 from workmem.timestamps import utc_now
-from workmem.transfer import copy, export_records, export_records_async, import_records, versions
+from workmem.transfer import (
+    TransferReport,
+    copy,
+    export_records,
+    export_records_async,
+    import_records,
+    verify,
+    versions,
+)
 from workmem.transfer.format import BadLine, parse_line, version_line
 
 USER = "u1"
@@ -295,3 +304,149 @@ def test_a_copy_reads_history_only_where_versions_are_and_never_an_orphans(
             assert asked_by_copy == kept  # resources by id, then threads by id: the export's order
         else:  # it cannot: every record's history is read
             assert len(asked_by_copy) == 1 + 14  # r1 (the merge made it) and the 14 threads
+
+
+# -- verify compares the history too ------------------------------------------------------------------------------
+
+
+def tamper(url: str, sql: str, params: tuple[object, ...]) -> None:
+    """Run ``sql`` (``?`` parameters) on the history table of a libSQL file or PostgreSQL schema, behind workmem."""
+    if url.startswith("file:"):
+        from raw_sqlite import raw
+
+        conn = raw(url.removeprefix("file:"))
+        try:
+            conn.execute(sql, params)
+            assert conn.changes() == 1
+        finally:
+            conn.close()
+        return
+    import psycopg
+
+    from workmem.adapters.postgres import parse_postgres_url
+
+    conninfo, schema = parse_postgres_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        assert conn.execute(sql.replace("?", "%s"), params).rowcount == 1  # type: ignore[arg-type]
+
+
+def alter_version(url: str, key: HistoryKey, number: int, content: str) -> None:
+    if url.startswith("memory://"):
+        with workmem.connect(url) as storage:
+            kept = storage._store.history[key]  # type: ignore[attr-defined]
+            kept[number - 1] = dataclasses.replace(kept[number - 1], content=content)
+        return
+    tamper(
+        url,
+        "UPDATE workmem_memory_history SET content = ? WHERE resource_id = ? AND scope = ? AND memory_id = ? "
+        "AND version = ?",
+        (content, key.resource_id, key.scope, key.memory_id, number),
+    )
+
+
+def delete_version(url: str, key: HistoryKey, number: int) -> None:
+    if url.startswith("memory://"):
+        with workmem.connect(url) as storage:
+            history = storage._store.history  # type: ignore[attr-defined]
+            history[key] = [v for v in history[key] if v.version != number]
+        return
+    tamper(
+        url,
+        "DELETE FROM workmem_memory_history WHERE resource_id = ? AND scope = ? AND memory_id = ? AND version = ?",
+        (key.resource_id, key.scope, key.memory_id, number),
+    )
+
+
+def differences(report: TransferReport) -> list[str]:
+    return sorted(str(issue) for issue in report.issues)
+
+
+SIDES = [pytest.param(name, id=name, marks=pytest.mark.backend(name)) for name in ("memory", "libsql", "postgres")]
+
+
+@pytest.mark.parametrize("backend", SIDES)
+def test_verify_reports_each_version_the_destination_lost_altered_or_gained(backend: str) -> None:
+    source_url = named()
+    with filled(source_url) as source, fresh_url(backend) as target_url:
+        source.create_thread(Thread("t5", USER, "no working memory: no history"))
+        report = copy(source, target_url, verify=True)
+        assert report.ok, report.issues
+        assert report.counts["version", "inserted"] == 12 and report.counts["version", "verified"] == 12
+        clean = verify(source, target_url)
+        assert clean.ok and clean.counts["version", "verified"] == 12 and not clean.notes, clean.issues
+
+        alter_version(target_url, HistoryKey(USER, "t1"), 2, '{"a":1,"b":3}')
+        altered = verify(source, target_url)
+        assert differences(altered) == [
+            "difference: thread 't1': working memory version 2 (thread scope, resource 'u1'): "
+            'content "{\\"a\\":1,\\"b\\":2}" in the source, "{\\"a\\":1,\\"b\\":3}" in the destination'
+        ]
+        assert altered.differences == 1 and altered.counts["version", "verified"] == 11
+
+        delete_version(target_url, HistoryKey("u2"), 1)  # u2's only version: no history of u2 left there
+        delete_version(target_url, HistoryKey(USER, "t2"), 2)
+        with workmem.connect(target_url) as target:
+            extra = MemoryVersion(USER, "t5", 1, "# only here", utc_now(), "set", {"agent": "x"})
+            newer = MemoryVersion(USER, None, 2, "# newer", utc_now(), "set", None)
+            assert run_sync(target._insert_versions([extra, newer])) == 2
+        changed = verify(source, target_url)
+        assert differences(changed) == [
+            "difference: resource 'u1': working memory version 2 (resource scope): only in the destination",
+            "difference: resource 'u2': working memory version 1 (resource scope): missing in the destination",
+            "difference: thread 't1': working memory version 2 (thread scope, resource 'u1'): "
+            'content "{\\"a\\":1,\\"b\\":2}" in the source, "{\\"a\\":1,\\"b\\":3}" in the destination',
+            "difference: thread 't2': working memory version 2 (thread scope, resource 'u1'): "
+            "missing in the destination",
+            "difference: thread 't5': working memory version 1 (thread scope, resource 'u1'): only in the destination",
+        ]
+        assert changed.differences == 5 and changed.counts["version", "verified"] == 9
+        assert "problems: 5 differences" in changed.summary()
+
+        out = io.StringIO()
+        assert main(["copy", source_url, target_url, "--verify"], out=out, err=io.StringIO()) == 1
+        printed = out.getvalue()  # the copy put back what was lost; what was altered or added stays
+        assert printed.count("difference: ") == 3 and "versions: 2 inserted, 10 skipped, 11 verified" in printed
+
+
+def test_verify_compares_versions_alike_where_a_store_cannot_list_its_versioned_memories() -> None:
+    """The merge of both sides' keys holds when one side lists every record (no ``_versioned_keys``)."""
+    with filled(named()) as source, workmem.connect(named()) as target:
+        first = history(source, HistoryKey(USER))[-1]
+        other = dataclasses.replace(first, kind="import", source={"agent": "b"})  # there before the copy: kept
+        assert run_sync(target._insert_versions([other])) == 1
+        assert copy(source, target).ok
+        assert run_sync(target._insert_versions([MemoryVersion("u10", None, 7, "x", utc_now(), "set")])) == 1
+
+        async def unlisted(after: HistoryKey | None, limit: int) -> list[HistoryKey] | None:
+            return None
+
+        for side in (source, target):
+            side._versioned_keys = unlisted  # type: ignore[method-assign]
+            report = verify(source, target)
+            assert differences(report) == [
+                "difference: resource 'u1': working memory version 1 (resource scope): change \"set\" in the source, "
+                '"import" in the destination; source {"agent": "a", "n": [1, 2]} in the source, {"agent": "b"} in the '
+                "destination",
+                "difference: resource 'u10': working memory version 7 (resource scope): only in the destination",
+            ]
+            assert report.counts["version", "verified"] == 11
+
+
+def test_verify_where_one_side_keeps_no_history_says_so_once_and_stays_clean() -> None:
+    source_url = named()
+    with filled(source_url) as source:
+        plain = no_history_url()
+        assert copy(source, plain).counts["version", "dropped"] == 12
+        there = verify(source, plain)
+        assert there.ok and not there.counts["version", "verified"], there.issues
+        assert there.notes == ["the source keeps working memory's history and the destination cannot: versions not "
+                               "compared"]  # fmt: skip
+        assert there.summary().endswith(f"\nnote: {there.notes[0]}")
+        back = verify(plain, source)
+        assert back.ok and back.notes == [
+            "the destination keeps working memory's history and the source cannot: versions not compared"
+        ]
+    out = io.StringIO()
+    assert main(["copy", source_url, plain, "--verify"], out=out, err=io.StringIO()) == 0
+    assert out.getvalue().count("note: the source keeps working memory's history") == 1, out.getvalue()

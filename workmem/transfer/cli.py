@@ -98,7 +98,11 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
         action="store_true",
         help="replace records that differ in DST (a thread owned by another resource there stays a conflict)",
     )
-    copy_parser.add_argument("--verify", action="store_true", help="then compare both sides record by record")
+    copy_parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="then compare both sides record by record, and their history version by version",
+    )
     _add_no_create(copy_parser)
     _add_page_size(copy_parser)
     export_parser = commands.add_parser(

@@ -127,7 +127,11 @@ async def _get(storage: StorageHooks, kind: Kind, record_id: str) -> Record | No
 
 def describe_differences(source: Record, target: Record) -> str:
     """What differs between the two records, field by field (short values shown, long ones only named)."""
-    left, right = field_values(source), field_values(target)
+    return describe_fields(field_values(source), field_values(target)) or "the records differ"
+
+
+def describe_fields(left: dict[str, Any], right: dict[str, Any]) -> str:
+    """The fields of ``left`` whose values differ in ``right`` (short values shown, long ones only named); ``""``."""
     parts = []
     for name in left:
         mine, theirs = (json.dumps(side.get(name), ensure_ascii=False, sort_keys=True) for side in (left, right))
@@ -137,7 +141,7 @@ def describe_differences(source: Record, target: Record) -> str:
             parts.append(f"{name} {mine} in the source, {theirs} in the destination")
         else:
             parts.append(f"{name} differs")
-    return "; ".join(parts) or "the records differ"
+    return "; ".join(parts)
 
 
 _OTHER_API: Final = {
@@ -412,7 +416,7 @@ def copy(
     a record that differs) is reported and left alone unless ``overwrite``
     (see :mod:`workmem.transfer.engine`). Records the source cannot read are
     reported as ``unreadable``. ``verify``: then compare both sides record by
-    record (:func:`workmem.transfer.verify.compare`), differences reported.
+    record, and the versions of their history (:func:`workmem.transfer.verify.compare`), differences reported.
     ``create``: whether ``dst``, given as a URL, is opened creating its missing
     tables (``False``: nothing is created, for a role that may write rows but
     not create tables; the tables must exist, else

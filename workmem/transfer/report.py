@@ -75,6 +75,13 @@ class TransferReport:
     issue_counts: Counter[str] = field(default_factory=Counter)
     """``issue kind -> how many`` (all of them, kept or not)."""
     on_issue: Callable[[Issue], None] | None = None
+    notes: list[str] = field(default_factory=list)
+    """What the run left undone that is no problem, each said once (history kept on one side only: its versions not
+    compared); in :meth:`summary`, never an issue."""
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def count(self, record: str, outcome: Outcome, n: int = 1) -> None:
         if n:
@@ -102,7 +109,7 @@ class TransferReport:
     """How many ``bad line`` issues."""
 
     def summary(self) -> str:
-        """Lines such as ``resources: 10 inserted, 2 skipped`` and the issue totals."""
+        """Lines such as ``resources: 10 inserted, 2 skipped``, the issue totals, then the notes."""
         lines = []
         for record in ("resource", "thread", "version"):
             parts = [
@@ -117,4 +124,5 @@ class TransferReport:
             lines.append(f"problems: {problems}")
         else:
             lines.append("problems: none")
+        lines += [f"note: {text}" for text in self.notes]
         return "\n".join(lines)

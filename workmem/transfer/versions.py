@@ -8,7 +8,8 @@ a version whose working memory already has that number is left alone and counted
 ``skipped``), once the destination holds their record (a thread: of the same owner; else they are
 a ``conflict``, reported). A destination without history keeps none of them: they are counted
 ``dropped``. Nothing here invents a version: a record whose source kept no history
-arrives without one.
+arrives without one. A verify reads both sides' versions the same way, a page at a time
+(:func:`workmem.transfer.verify.compare_history`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from workmem.hooks import StorageHooks
 from workmem.records import Resource, Thread
 from workmem.transfer.report import Issue, TransferReport
 
-__all__ = ["HISTORY_PAGE", "VersionBatch", "history_keys", "holds", "user_records", "versions_of"]
+__all__ = ["HISTORY_PAGE", "VersionBatch", "history_keys", "holds", "newest_first", "user_records", "versions_of"]
 
 HISTORY_PAGE: Final = 10_000
 """Versions read at a time from one working memory's history."""
@@ -30,16 +31,21 @@ KEY_PAGE: Final = 10_000
 """Keys of versioned working memories listed at a time (:meth:`~workmem.hooks.StorageHooks._versioned_keys`)."""
 
 
-async def versions_of(source: StorageHooks, key: HistoryKey) -> list[MemoryVersion]:
-    """Every version of ``key``'s working memory in ``source``, oldest first."""
-    newest_first: list[MemoryVersion] = []
+async def newest_first(source: StorageHooks, key: HistoryKey, page_size: int) -> AsyncIterator[MemoryVersion]:
+    """Every version of ``key``'s working memory in ``source``, newest first, read ``page_size`` at a time."""
     before: int | None = None
     while True:
-        page = await source._history(key, HISTORY_PAGE, before)
-        newest_first.extend(page)
-        if len(page) < HISTORY_PAGE or page[-1].version <= 1:
-            return newest_first[::-1]
+        page = await source._history(key, page_size, before)
+        for version in page:
+            yield version
+        if len(page) < page_size or page[-1].version <= 1:
+            return
         before = page[-1].version
+
+
+async def versions_of(source: StorageHooks, key: HistoryKey) -> list[MemoryVersion]:
+    """Every version of ``key``'s working memory in ``source``, oldest first."""
+    return [version async for version in newest_first(source, key, HISTORY_PAGE)][::-1]
 
 
 async def history_keys(source: StorageHooks, page_size: int) -> AsyncIterator[HistoryKey]:
