@@ -1,7 +1,7 @@
 """History on the move (issue 31): export format 2's version lines, one user's export, copy and import carrying it.
 
-The reference adapter (``memory://NAME``, shared by name in the process) keeps history; a libSQL file does not
-(yet), so it stands for a side without history.
+The reference adapter (``memory://NAME``, shared by name in the process) keeps history, as do the libSQL file and
+PostgreSQL; a side without history is a store that cannot keep it (``tests/support/no_history.py``).
 """
 
 from __future__ import annotations
