@@ -14,8 +14,8 @@ store in another program (see ``docs/wire-protocol.md``). Without ``URL`` it use
 default, a ``workmem.db`` in a fresh temporary folder (or ``memory://`` when the libSQL adapter is not available).
 
 ``workmem copy SRC_URL DST_URL [--overwrite] [--verify] [--no-create] [--page-size N]``, ``workmem export URL
-[-o FILE] [--resource ID]`` and ``workmem import URL FILE [--no-create]`` move records between backends (see
-:mod:`workmem.transfer.cli`).
+[-o FILE] [--resource ID]`` and ``workmem import URL FILE [--no-create]`` move records between backends, and
+``workmem verify SRC_URL DST_URL`` compares two (see :mod:`workmem.transfer.cli`).
 
 ``workmem history URL --resource ID [--thread ID] [--limit N] [--before V] [--json]`` prints the versions of one
 working memory, newest first (the resource's, or with ``--thread`` that thread's): exit status 0, or 2 when the
@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workmem", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"workmem {workmem.__version__}")
     commands = parser.add_subparsers(
-        dest="command", required=True, metavar="{conformance,conformance table,copy,export,import,history}"
+        dest="command", required=True, metavar="{conformance,conformance table,copy,verify,export,import,history}"
     )
     conf = commands.add_parser("conformance", help="run the conformance suite against a backend")
     conf.add_argument("url", nargs="?", help="backend URL (default: a libSQL file in a fresh temporary folder)")
@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             return compat_table.run_cli(args)
         if args.command == "history":
             return _history(args, out, err)
-        if args.command in ("copy", "export", "import"):
+        if args.command in ("copy", "verify", "export", "import"):
             from workmem.transfer import cli as transfer_cli
 
             return transfer_cli.run(args, out, err, masked)

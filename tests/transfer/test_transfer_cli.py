@@ -234,3 +234,32 @@ def test_an_output_that_is_no_regular_file_is_written_in_place_not_replaced(tmp_
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced by a regular file"
     assert received == [HEADER_LINE.encode()]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["fifo", "link.jsonl", "real.jsonl"]
+
+
+# -- workmem verify: two backends compared, nothing copied ----------------------------------------
+
+
+@pytest.mark.backend("libsql")
+def test_verify_compares_two_files_and_changes_neither(tmp_path: Path) -> None:
+    source, target = f"file:{tmp_path / 'a.db'}", f"file:{tmp_path / 'b.db'}"
+    with workmem.connect(source) as storage:
+        storage.save_resource(Resource("u1", "# notes", {}, T0, T0))
+        storage.save_thread(Thread("t1", "u1", "first", {}, T0, T0))
+        storage.update_resource("u1", working_memory="# notes, again")  # a version of its history
+    assert run_cli("copy", source, target)[0] == 0
+
+    status, out, err = run_cli("verify", source, target)
+    assert status == 0, out + err
+    assert "workmem verify:" in out and "difference" not in out
+
+    with workmem.connect(target) as storage:
+        storage.update_thread("t1", title="changed")
+    before = (tmp_path / "b.db").read_bytes()
+    status, out, err = run_cli("verify", source, target, "--page-size", "1")
+    assert status == 1, out + err
+    assert "difference: thread 't1'" in out and "title" in out
+    assert (tmp_path / "b.db").read_bytes() == before  # only read
+
+    status, out, err = run_cli("verify", source, f"file:{tmp_path / 'missing.db'}")
+    assert status == 2 and "workmem verify: error:" in err
+    assert not (tmp_path / "missing.db").exists()  # never created

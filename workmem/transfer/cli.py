@@ -1,7 +1,7 @@
-"""``workmem copy``, ``workmem export`` and ``workmem import``.
+"""``workmem copy``, ``workmem verify``, ``workmem export`` and ``workmem import``.
 
 Exit status: 0 when everything was copied (or skipped as identical) and, with
-``--verify``, both sides match; 1 on a conflict, an unreadable record, a
+``--verify`` (or ``workmem verify``), both sides match; 1 on a conflict, an unreadable record, a
 difference or a bad import line (each printed on stdout as it is found, the
 summary after); 2 when the run could not start or stopped on an error (a URL
 that cannot be opened, a backend that failed); 130 on Ctrl-C; 141 (128 +
@@ -36,6 +36,7 @@ from workmem.errors import WorkmemError
 from workmem.transfer.engine import DEFAULT_PAGE_SIZE, DESTINATION_NOTE, copy, export_records, import_records
 from workmem.transfer.progress import Progress
 from workmem.transfer.report import Issue, TransferReport
+from workmem.transfer.verify import verify
 
 __all__ = ["configure_parsers", "run", "whole_number"]
 
@@ -83,7 +84,7 @@ def _add_no_create(parser: argparse.ArgumentParser) -> None:
 
 
 def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``copy``, ``export`` and ``import`` subcommands."""
+    """Add the ``copy``, ``verify``, ``export`` and ``import`` subcommands."""
     copy_parser = commands.add_parser(
         "copy",
         help="copy every resource and thread from one backend to another",
@@ -105,6 +106,16 @@ def configure_parsers(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
     _add_no_create(copy_parser)
     _add_page_size(copy_parser)
+    verify_parser = commands.add_parser(
+        "verify",
+        help="compare two backends record by record, and their history version by version",
+        description="Compare SRC_URL and DST_URL as copy --verify does, without copying: every resource and "
+        "thread, then every version of their working memories' history. Both are only read (never created or "
+        "changed). Exit 0 when they match, 1 on a difference.",
+    )
+    add_read_url(verify_parser, "src_url", "SRC_URL")
+    add_read_url(verify_parser, "dst_url", "DST_URL")
+    _add_page_size(verify_parser)
     export_parser = commands.add_parser(
         "export", help="write every record (or one user's) and its history to a JSON Lines file (docs/export-format.md)"
     )
@@ -251,9 +262,9 @@ def _finish(command: str, report: TransferReport, progress: Progress, out: TextI
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[str, str], str]) -> int:
-    """Run the parsed ``copy`` / ``export`` / ``import`` command; the exit status."""
+    """Run the parsed ``copy`` / ``verify`` / ``export`` / ``import`` command; the exit status."""
     progress = Progress(err)
-    urls = [args.src_url, args.dst_url] if args.command == "copy" else [args.url]
+    urls = [args.src_url, args.dst_url] if args.command in ("copy", "verify") else [args.url]
 
     def mask(text: str) -> str:
         for url in urls:
@@ -273,6 +284,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO, masked: Callable[[st
                 on_issue=_printer(progress, out),
             )
             return _finish("copy", report, progress, out)
+        if args.command == "verify":
+            report = verify(
+                args.src_url,
+                args.dst_url,
+                page_size=args.page_size,
+                progress=progress,
+                on_issue=_printer(progress, out),
+            )
+            return _finish("verify", report, progress, out)
         if args.command == "export":
             human = err if args.output in (None, "-") else out
             with _output(args.output, out) as target:
