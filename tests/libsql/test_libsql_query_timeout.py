@@ -1,11 +1,12 @@
-"""libSQL ``query()`` on a file has a time bound and never stops this process's other threads.
+"""libSQL ``query()`` has a time bound and never stops this process's other threads.
 
-The ``libsql`` wheel holds the GIL while SQLite runs a statement and cannot interrupt one, so
-a file's ``query()`` runs in a worker process of the storage's. These tests run statements
-that never end on their own (an endless recursive CTE) and check, through the public API,
-sync and async: ``timeout`` stops them with ``QueryTimeoutError`` in about that time; other
-threads keep running meanwhile; the storage and its next ``query()`` work afterwards; close()
-leaves no worker process behind.
+On ``apsw`` (the default engine) ``query()`` runs in this process, the GIL released, and a
+``timeout`` stops the statement there; the ``libsql`` wheel holds the GIL and cannot stop a
+statement, so on it a file's ``query()`` runs in a worker process of the storage's. These tests
+run statements that never end on their own (an endless recursive CTE) on both engines and check,
+through the public API, sync and async: ``timeout`` stops them with ``QueryTimeoutError`` in
+about that time; other threads keep running meanwhile; the storage and its next ``query()`` work
+afterwards; close() stops a running ``query()`` and leaves no worker process behind.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
+import apsw
 import pytest
 
 import workmem
-from workmem import QueryTimeoutError, StorageClosedError, ValidationError
+from workmem import QueryTimeoutError, StorageClosedError, Thread, ValidationError
 from workmem.adapters.libsql import LibSQLStorage
 
 pytestmark = pytest.mark.backend("libsql")
@@ -28,10 +31,22 @@ pytestmark = pytest.mark.backend("libsql")
 ENDLESS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT max(i) FROM n"
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[LibSQLStorage]:
-    with workmem.connect(f"file:{tmp_path / 'agent.db'}") as opened:
+COUNT_TO = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) SELECT max(i) FROM n"
+
+
+@pytest.fixture(params=["apsw", "libsql"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LibSQLStorage]:
+    with workmem.connect(f"file:{tmp_path / 'agent.db'}", engine=request.param) as opened:
         assert isinstance(opened, LibSQLStorage)
+        opened.update_resource("u1", working_memory="kept")
+        yield opened
+
+
+@pytest.fixture(params=["file", "memory"])
+def on_apsw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LibSQLStorage]:
+    """A file or ``:memory:`` on the default engine, whose query() runs in this process."""
+    with workmem.connect(f"file:{tmp_path / 'agent.db'}" if request.param == "file" else ":memory:") as opened:
+        assert isinstance(opened, LibSQLStorage) and opened.engine == "apsw"
         opened.update_resource("u1", working_memory="kept")
         yield opened
 
@@ -109,12 +124,74 @@ def test_a_timeout_is_a_positive_number_of_seconds(storage: LibSQLStorage, timeo
         storage.query("SELECT 1", timeout=timeout)  # type: ignore[arg-type]
 
 
-def test_memory_databases_take_no_timeout() -> None:
-    with workmem.connect(":memory:") as storage:
-        assert isinstance(storage, LibSQLStorage)
+def test_memory_on_the_wheel_takes_no_timeout() -> None:
+    """The wheel cannot stop a statement, and a ``:memory:`` database cannot move to a worker process."""
+    with LibSQLStorage(":memory:", engine="libsql") as storage:
         assert storage.query("SELECT 1") == [(1,)]
-        with pytest.raises(ValidationError, match=r"no timeout on :memory:"):
+        with pytest.raises(ValidationError, match=r"no timeout on :memory: with engine='libsql'"):
             storage.query("SELECT 1", timeout=1.0)
+
+
+def test_query_runs_here_on_apsw_and_in_a_worker_process_on_the_wheel(tmp_path: Path) -> None:
+    for engine, in_worker in (("apsw", False), ("libsql", True)):
+        with workmem.connect(f"file:{tmp_path / engine}.db", engine=engine) as storage:
+            assert isinstance(storage, LibSQLStorage)
+            assert storage.query("SELECT 1", timeout=5) == [(1,)]
+            assert (storage._query_worker is not None) is in_worker, engine
+
+
+def test_apsw_stops_a_statement_in_this_process_and_its_connection_works_on(on_apsw: LibSQLStorage) -> None:
+    for _ in range(2):  # the same connection again: nothing of the stopped statement stays on it
+        started = time.monotonic()
+        with pytest.raises(QueryTimeoutError, match="ran longer than its timeout"):
+            on_apsw.query(COUNT_TO, [10**9], timeout=0.2)
+        took = time.monotonic() - started
+        assert 0.2 <= took < 1.0, took
+        assert on_apsw.query('SELECT "workingMemory" FROM mastra_resources WHERE id = ?', ["u1"]) == [("kept",)]
+    assert on_apsw._query_worker is None
+    on_apsw.update_resource("u1", working_memory="after")  # a :memory: database's one connection works on too
+    assert on_apsw.get_resource("u1").working_memory == "after"  # type: ignore[union-attr]
+
+
+def test_the_deadline_goes_with_its_call(on_apsw: LibSQLStorage) -> None:
+    """A later call without a timeout runs past the deadline of an earlier one: nothing of it stayed installed."""
+    assert on_apsw.query("SELECT 1", timeout=0.2) == [(1,)]
+    assert on_apsw.query(COUNT_TO, [1000], timeout=0.2) == [(1000,)]
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert on_apsw.query(COUNT_TO, [3_000_000]) == [(3_000_000,)]  # some 60 million SQLite steps
+    assert on_apsw.query(COUNT_TO, [3_000_000], timeout=60) == [(3_000_000,)]
+    assert time.monotonic() - started > 0.05  # long enough that a leftover handler would have been asked
+
+
+def test_other_threads_reads_run_while_a_query_runs_here(tmp_path: Path) -> None:
+    """apsw releases the GIL while SQLite runs (the deadline check takes it back only for a clock reading):
+    another thread's reads finish in milliseconds, not after the query()."""
+    with workmem.connect(f"file:{tmp_path / 'agent.db'}") as storage:
+        assert isinstance(storage, LibSQLStorage)
+        storage.save_thread(Thread("t1", "u1", "title"))
+        storage.query("SELECT 1")  # the reader is open: what follows measures the statement alone
+        outcome: list[BaseException] = []
+
+        def endless() -> None:
+            try:
+                storage.query(ENDLESS, timeout=3.0)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        running = threading.Thread(target=endless)
+        running.start()
+        time.sleep(0.2)  # the statement is running
+        started = time.monotonic()
+        for _ in range(20):
+            assert storage.get_thread("t1") is not None
+        took = time.monotonic() - started
+        still_running = running.is_alive()
+        in_this_process = storage._query_worker is None
+        running.join()
+    assert still_running and in_this_process
+    assert took < 0.5, f"20 get_thread calls took {took:.2f} s while a query() ran in this process"
+    assert len(outcome) == 1 and type(outcome[0]) is QueryTimeoutError, outcome
 
 
 def test_parameters_the_driver_cannot_bind_are_refused_here(storage: LibSQLStorage) -> None:
@@ -124,20 +201,21 @@ def test_parameters_the_driver_cannot_bind_are_refused_here(storage: LibSQLStora
     assert storage.query("SELECT ?, ?, ?, ?, ?", [None, 1, 1.5, "s", b"\x00b"]) == [(None, 1, 1.5, "s", b"\x00b")]
 
 
-def test_the_read_only_rules_hold_in_the_worker(storage: LibSQLStorage) -> None:
+def test_the_read_only_rules_hold_on_either_engine(storage: LibSQLStorage) -> None:
     for sql in ("DELETE FROM mastra_resources", "BEGIN", "PRAGMA journal_mode=DELETE", "ATTACH 'x.db' AS x"):
         with pytest.raises(ValidationError):
             storage.query(sql)
     assert storage.query("SELECT count(*) FROM mastra_resources WHERE id = ?", ["u1"]) == [(1,)]
 
 
-def test_close_stops_the_worker_and_a_running_query(tmp_path: Path) -> None:
-    storage = workmem.connect(f"file:{tmp_path / 'agent.db'}")
+@pytest.mark.parametrize("engine", ["apsw", "libsql"])
+def test_close_stops_a_running_query_and_the_worker(tmp_path: Path, engine: str) -> None:
+    storage = workmem.connect(f"file:{tmp_path / 'agent.db'}", engine=engine)
     assert isinstance(storage, LibSQLStorage)
     storage.query("SELECT 1")
     worker = storage._query_worker
-    assert worker is not None and worker._process is not None
-    pid = worker._process.pid
+    assert (worker is not None) is (engine == "libsql")
+    pid = None if worker is None or worker._process is None else worker._process.pid
     outcome: list[BaseException] = []
 
     def endless() -> None:
@@ -149,11 +227,16 @@ def test_close_stops_the_worker_and_a_running_query(tmp_path: Path) -> None:
     running = threading.Thread(target=endless)
     running.start()
     time.sleep(0.3)
+    started = time.monotonic()
     storage.close()
+    closing = time.monotonic() - started
     running.join(timeout=10)
     assert not running.is_alive()
+    assert closing < 2, closing
     assert outcome and type(outcome[0]) is StorageClosedError, outcome
-    assert not _alive(pid)
+    assert storage._reader is None
+    if pid is not None:
+        assert not _alive(pid)
     with pytest.raises(StorageClosedError):
         storage.query("SELECT 1")
 
@@ -182,3 +265,20 @@ def test_async_query_takes_the_timeout_and_leaves_the_loop_free(tmp_path: Path) 
     ticks, rows = asyncio.run(main())
     assert rows == [(1,)]
     assert ticks >= 40, ticks
+
+
+def test_a_busy_database_is_waited_for_only_until_the_timeout(
+    on_apsw: LibSQLStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """query() waits for a busy database (up to ``busy_timeout``, 10 s) in this process: its timeout bounds that too."""
+
+    def busy(*args: object) -> NoReturn:
+        raise apsw.BusyError("database is locked")
+
+    monkeypatch.setattr(on_apsw._engine, "first", busy)
+    started = time.monotonic()
+    with pytest.raises(QueryTimeoutError):
+        on_apsw.query("SELECT 1", timeout=0.3)
+    assert time.monotonic() - started < 1.0
+    monkeypatch.undo()
+    assert on_apsw.query("SELECT 1", timeout=0.3) == [(1,)]

@@ -8,11 +8,13 @@ the async API runs them on worker threads, see :class:`~.storage.AsyncLibSQLStor
 * :class:`ApswEngine` (``engine="apsw"``, the default for ``file:``, plain paths and
   ``:memory:``): a current SQLite, each connection's prepared statements kept in its
   statement cache and reused, and the GIL released while SQLite runs a statement (its
-  commit's ``fsync`` included), so other threads and the event loop run meanwhile.
+  commit's ``fsync`` included), so other threads and the event loop run meanwhile. A
+  statement can be stopped (:attr:`Engine.interruptible`), so ``query()`` runs in this process.
 * :class:`WheelEngine` (``engine="libsql"``, always for ``libsql://`` and ``libsql+http(s)://``
   servers; for a file only when asked for): the ``libsql`` wheel, SQLite 3.45 with libSQL's
-  extensions. It keeps no prepared statement (each call compiles its SQL again) and holds
-  the GIL while SQLite runs.
+  extensions. It keeps no prepared statement (each call compiles its SQL again), holds
+  the GIL while SQLite runs and cannot stop a statement: a file's ``query()`` runs in a
+  worker process (:mod:`.query_worker`).
 
 Two copies of SQLite in one process do not see each other's POSIX locks: a file is opened
 by one engine at a time in a process (:data:`claims`); opening it with the other while a
@@ -23,8 +25,9 @@ engine shares the file's locks.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from contextlib import suppress
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
 from typing import Any, ClassVar
 
 from workmem.adapters.sql import Result
@@ -33,6 +36,9 @@ from workmem.kit import import_driver
 
 __all__ = ["ApswEngine", "Engine", "WheelEngine", "claims", "engine_for"]
 
+_STEPS = 100_000
+"""SQLite virtual machine steps between two looks at a deadline (SQLite runs some 100 million a second)."""
+
 
 class Engine:
     """What the adapter asks of a SQLite engine: open, run a statement, let a connection go."""
@@ -40,6 +46,9 @@ class Engine:
     name: ClassVar[str]
     errors: tuple[type[BaseException], ...]
     """What the driver raises for a statement or a connection that failed (mapped to workmem errors)."""
+    interruptible: ClassVar[bool] = False
+    """Whether a running statement can be stopped from this process (:meth:`until`, :meth:`interrupt`),
+    and runs with the GIL released: then ``query()`` runs here, else a file's runs in a worker process."""
 
     def connect(self, target: str, token: str | None) -> Any:  # pragma: no cover - abstract
         """A connection to ``target`` (a path, ``:memory:``, a ``file:`` URI or a server URL), autocommit."""
@@ -64,11 +73,24 @@ class Engine:
         """
         return None
 
+    def until(self, conn: Any, deadline: float) -> AbstractContextManager[None]:  # pragma: no cover - abstract
+        """Within it, a statement on ``conn`` still running at ``deadline`` (``time.monotonic()``) is stopped
+        and raises what :meth:`interrupted` recognizes. Only when :attr:`interruptible`."""
+        raise NotImplementedError
+
+    def interrupt(self, conn: Any) -> None:
+        """Stop the statement ``conn`` runs now, if any (from any thread); nothing unless :attr:`interruptible`."""
+
+    def interrupted(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a statement stopped by :meth:`until` or :meth:`interrupt`."""
+        return False
+
 
 class ApswEngine(Engine):
     """``apsw``: the default for local files and ``:memory:``."""
 
     name: ClassVar[str] = "apsw"
+    interruptible: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._apsw = import_driver("apsw", "libsql")
@@ -123,6 +145,25 @@ class ApswEngine(Engine):
             with suppress(Exception):
                 cursor.close()
         return rows
+
+    @contextmanager
+    def until(self, conn: Any, deadline: float) -> Iterator[None]:
+        # A progress handler, not a timer thread calling interrupt(): no thread per call, and nothing
+        # that could fire on the connection's next statement. SQLite calls it every _STEPS virtual machine
+        # steps (about a millisecond); it takes the GIL for a clock reading, so a statement shorter than
+        # that never calls it. Returning True stops the statement with InterruptError.
+        conn.set_progress_handler(lambda: time.monotonic() >= deadline, _STEPS)
+        try:
+            yield
+        finally:
+            conn.set_progress_handler(None)
+
+    def interrupt(self, conn: Any) -> None:
+        with suppress(self._apsw.Error):  # closed meanwhile: nothing runs on it
+            conn.interrupt()
+
+    def interrupted(self, exc: BaseException) -> bool:
+        return isinstance(exc, self._apsw.InterruptError)
 
     def release(self, conn: Any) -> None:
         with suppress(Exception):

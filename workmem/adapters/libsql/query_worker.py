@@ -1,19 +1,23 @@
-"""``query()`` on a database file, run by a worker process so that it can be stopped and never stalls this one.
+"""``query()`` on a database file on the ``libsql`` wheel, run by a worker process so that it can be stopped.
 
-The ``libsql`` wheel holds the GIL while SQLite runs a statement and offers no way to
-interrupt one: a long ``query()`` in this process would freeze every other thread, and
-an endless one the whole process. So a file's ``query()`` runs in a child process of
-its own (started on the first call, kept for the next ones): this process waits on a
-pipe, with the GIL released, and a ``timeout`` kills the child, which the next call
-replaces. Across processes SQLite's locks are shared correctly, and the child opens
+The ``libsql`` wheel (``engine="libsql"``) holds the GIL while SQLite runs a statement and
+offers no way to interrupt one: a long ``query()`` in this process would freeze every other
+thread, and an endless one the whole process. So on the wheel a file's ``query()`` runs in a
+child process of its own (started on the first call, kept for the next ones): this process
+waits on a pipe, with the GIL released, and a ``timeout`` kills the child, which the next
+call replaces. Across processes SQLite's locks are shared correctly, and the child opens
 the file read-only, so the read-only rules are enforced by the database there as here.
+
+On ``apsw``, the default engine, a statement runs with the GIL released and can be stopped
+(:attr:`~workmem.adapters.libsql.port.Engine.interruptible`): ``query()`` runs in this process
+and no worker is started.
 
 Frames on the pipes are a 4-byte big-endian length and a pickle: requests
 ``(sql, params)``, replies ``("ok", rows)`` or ``("error", (WorkmemError, its DriverError cause or None))``. Only this
 module's own child is ever read from, so the pickles are trusted.
 
-:memory: databases live in this process, so their ``query()`` runs here, without a
-time limit (``timeout`` is refused for them).
+A ``:memory:`` database lives in this process: on the wheel its ``query()`` runs here, without a
+time limit (``timeout`` is refused for it).
 """
 
 from __future__ import annotations

@@ -81,6 +81,7 @@ from workmem.aio import ThreadedAsyncStorage, opened_in_thread
 from workmem.changes import ResourceChange
 from workmem.errors import (
     BackendUnavailableError,
+    QueryTimeoutError,
     StorageClosedError,
     ValidationError,
     WorkmemError,
@@ -372,8 +373,9 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
     def _busy(self, exc: BaseException) -> bool:
         return isinstance(exc, self._errors) and not isinstance(exc, WorkmemError) and _is_busy(exc)
 
-    def _retry_busy(self, call: Callable[..., T], *args: Any) -> T:
-        """``call(*args)`` on query()'s own connection, again as :meth:`_again` says (a busy database)."""
+    def _retry_busy(self, call: Callable[..., T], *args: Any, deadline: float | None = None) -> T:
+        """``call(*args)`` on query()'s own connection, again as :meth:`_again` says (a busy database),
+        never past ``deadline`` (``time.monotonic()``; then :class:`QueryTimeoutError`)."""
         attempt = Attempt(1, True, time.monotonic())
         while True:
             try:
@@ -382,6 +384,8 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
                 delay = self._again(exc, attempt) if isinstance(exc, Exception) else None
                 if delay is None:
                     raise
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise self._stopped()
             time.sleep(delay)
             attempt = attempt._replace(number=attempt.number + 1)
 
@@ -407,11 +411,16 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         without a value reads it (``PRAGMA journal_mode``, ``PRAGMA table_info(mastra_threads)``).
         Only the first statement of a string of several runs (the driver ignores the rest).
 
-        On a file, the statement runs in a worker process of this storage's
-        (:mod:`~workmem.adapters.libsql.query_worker`), so a long one never stops this process's
-        other threads; ``timeout`` (seconds) stops it there and raises
-        :class:`~workmem.errors.QueryTimeoutError`. ``None`` (the default) waits for it to end.
-        A ``:memory:`` database lives in this process and takes no ``timeout``.
+        ``timeout`` (seconds) stops a statement still running then and raises
+        :class:`~workmem.errors.QueryTimeoutError` (a wait for a busy database or for another
+        thread's ``query()`` counts in it); ``None`` (the default) waits for it to end. On the
+        default engine, ``apsw``, the statement runs in this process, with the GIL released (other
+        threads run meanwhile), and is stopped in it: the connection stays usable. On the ``libsql``
+        wheel (``engine="libsql"``), which holds the GIL and cannot stop a statement, a file's
+        ``query()`` runs in a worker process of this storage's
+        (:mod:`~workmem.adapters.libsql.query_worker`), which a ``timeout`` kills; a ``:memory:``
+        database on the wheel takes no ``timeout``. ``close()`` stops a running ``query()``
+        on a file, which raises :class:`~workmem.errors.StorageClosedError`.
         """
         if not isinstance(sql, str):
             raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
@@ -431,16 +440,19 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         reason = refused_pragma(sql)  # before SQLite compiles it: compiling a pragma applies its value
         if reason is not None:
             raise ValidationError(f"query() on {self._url} refused: {reason}")
-        if self._memory:
+        if not self._engine.interruptible:
+            if not self._memory:
+                return self._worker().run(sql, params, timeout)
             if timeout is not None:
                 raise ValidationError(
-                    "query() takes no timeout on :memory: (the database lives in this process, so its query() "
-                    "runs here, not in the worker process a timeout stops); use a database file"
+                    "query() takes no timeout on :memory: with engine='libsql' (the wheel cannot stop a "
+                    "statement, and the database lives in this process); use the default engine, apsw"
                 )
-            self._look_for_foreign_sqlite()
-            with self._connection() as conn:
-                return self._query_only(conn, sql, params, reset=True)
-        return self._worker().run(sql, params, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._memory:
+            return self._query_here(sql, params, deadline)
+        with self._connection() as conn:
+            return self._query_only(conn, sql, params, reset=True, deadline=deadline)
 
     def _worker(self) -> QueryWorker:
         with self._reader_lock:
@@ -457,47 +469,65 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
                 )
             return self._query_worker
 
-    def _query_here(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        """A file's ``query()`` in this process: what the query worker process runs (its storage is read-only)."""
+    def _query_here(self, sql: str, params: Sequence[Any], deadline: float | None = None) -> list[tuple[Any, ...]]:
+        """A file's ``query()`` in this process, on its read-only connection, stopped at ``deadline`` (an
+        interruptible engine's): what the query worker process runs too (its storage is read-only)."""
         self._look_for_foreign_sqlite()
         assert self._path is not None
-        with self._reader_lock:  # one read-only connection of its own, opened on first use
-            if self._reader is None:
-                if self._reader_closed:
-                    raise StorageClosedError("the libSQL storage is closed")
+        wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._reader_lock.acquire(timeout=wait):  # one query() at a time on the reader
+            raise QueryTimeoutError(f"query() on {self._url} ran out of its timeout waiting for an earlier query()")
+        try:
+            if self._reader_closed:
+                raise StorageClosedError("the libSQL storage is closed")
+            if self._reader is None:  # opened on first use
                 self._reader = self._open(reader=True)
             try:
-                return self._query_only(self._reader, sql, params, reset=False)
+                return self._query_only(self._reader, sql, params, reset=False, deadline=deadline)
             finally:
                 if self._reader.in_transaction:  # its ROLLBACK failed: a fresh connection next time
                     self._drop_reader()
+        finally:
+            self._reader_lock.release()
 
-    def _refuse_lasting_effects(self, conn: Any, sql: str, params: Sequence[Any]) -> None:
+    def _stopped(self) -> WorkmemError:
+        """What a ``query()`` stopped by its deadline or by ``close()`` raises."""
+        if self._reader_closed:
+            return StorageClosedError(f"the libSQL storage was closed during query() ({self._url})")
+        return QueryTimeoutError(f"query() on {self._url} ran longer than its timeout and was stopped")
+
+    def _refuse_lasting_effects(self, conn: Any, sql: str, params: Sequence[Any], deadline: float | None) -> None:
         """Refuse ``sql`` if it would outlive the call (a transaction) or touch other files (``ATTACH``, ...):
         ``query_only`` and ``mode=ro`` prevent neither. Judged from the compiled program (``EXPLAIN``), not the text."""
         try:
-            program = self._retry_busy(self._engine.first, conn, f"EXPLAIN {sql}", params)
+            program = self._retry_busy(self._engine.first, conn, f"EXPLAIN {sql}", params, deadline=deadline)
         except self._errors as exc:
-            if _is_busy(exc):
+            if _is_busy(exc) or self._engine.interrupted(exc):
                 raise
             return  # nothing EXPLAIN compiles (EXPLAIN QUERY PLAN ..., a syntax error): run as is, it attaches nothing
         reason = refused_program(program)
         if reason is not None:
             raise ValidationError(reason)
 
-    def _query_only(self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool) -> list[tuple[Any, ...]]:
-        """``sql`` on ``conn`` under ``PRAGMA query_only``, no transaction left open (``reset``: query_only off)."""
+    def _query_only(
+        self, conn: Any, sql: str, params: Sequence[Any], *, reset: bool, deadline: float | None = None
+    ) -> list[tuple[Any, ...]]:
+        """``sql`` on ``conn`` under ``PRAGMA query_only``, no transaction left open (``reset``: query_only off),
+        stopped at ``deadline`` (``time.monotonic()``, an interruptible engine's) or by ``close()``."""
         try:
             conn.execute("PRAGMA query_only=ON")
             try:
-                self._refuse_lasting_effects(conn, sql, params)
-                return self._retry_busy(self._engine.first, conn, sql, params)
+                with nullcontext() if deadline is None else self._engine.until(conn, deadline):  # for the call only
+                    self._refuse_lasting_effects(conn, sql, params, deadline)
+                    return self._retry_busy(self._engine.first, conn, sql, params, deadline=deadline)
             finally:
                 if conn.in_transaction:  # refused above: a net for whatever EXPLAIN could not judge
                     conn.execute("ROLLBACK")
                 if reset:
                     conn.execute("PRAGMA query_only=OFF")
         except self._errors as exc:
+            if self._engine.interrupted(exc):
+                raise_unchained(self._stopped())
             if _is_busy(exc):
                 raise_unchained(self._driver_error(exc))
             raise_unchained(driver_error(ValidationError, f"query() on {self._url} refused", exc, self._token))
@@ -605,10 +635,19 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         return nothing_missing(ddl, rows, self.dialect.count_upgrade)
 
     async def _close(self) -> None:
-        with self._reader_lock:  # first: were a read-only connection the file's last to close, the WAL would stay
-            self._reader_closed = True
+        # The reader first: were a read-only connection the file's last to close, the WAL would stay. A query()
+        # that takes it after this refuses; one running on it (an interruptible engine's) is stopped, again
+        # until it lets go (an interrupt before its statement starts does nothing).
+        self._reader_closed = True
+        while not self._reader_lock.acquire(timeout=0.05):
+            reader = self._reader
+            if reader is not None:
+                self._engine.interrupt(reader)
+        try:
             self._drop_reader()
             worker, self._query_worker = self._query_worker, None
+        finally:
+            self._reader_lock.release()
         if worker is not None:
             worker.close()  # before the last connection: the worker's read-only one goes with its process
         writable = self._path is not None and not self._read_only
