@@ -150,7 +150,7 @@ class ApswEngine(Engine):
     def until(self, conn: Any, deadline: float) -> Iterator[None]:
         # A progress handler, not a timer thread calling interrupt(): no thread per call, and nothing
         # that could fire on the connection's next statement. SQLite calls it every _STEPS virtual machine
-        # steps (about a millisecond); it takes the GIL for a clock reading, so a statement shorter than
+        # steps (about a millisecond), taking the GIL only for a clock reading; a statement shorter than
         # that never calls it. Returning True stops the statement with InterruptError.
         conn.set_progress_handler(lambda: time.monotonic() >= deadline, _STEPS)
         try:
