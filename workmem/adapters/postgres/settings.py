@@ -82,8 +82,8 @@ class PostgresSettings:
 
     def pool_size(self, *, awaited: bool) -> int:
         """``max_size``, or the default of the API: awaited connections serve the tasks of one event loop."""
-        if self.max_size is not None:
-            return max(self.max_size, self.min_size)
+        if self.max_size is not None:  # checked >= min_size
+            return self.max_size
         return max(TASKS_MAX_SIZE if awaited else THREADS_MAX_SIZE, self.min_size)
 
     @classmethod
