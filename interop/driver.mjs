@@ -170,14 +170,18 @@ async function run(store, domain, step) {
 // local file). Against sqld 0.24.32 over HTTP one of those CREATE TABLEs now and then fails with SQLITE_SCHEMA
 // ("database schema has changed": another of them changed the schema first) -- Mastra's own init, failing for any
 // Mastra user. Its statements are idempotent, and init caches its failed promise on a server, so the store's
-// own sequential init (what it runs on a local file) takes over.
+// own sequential init (what it runs on a local file) takes over -- as the cached promise too, as init() itself
+// caches it on a local file: Memory awaits store.init() again before its calls, and the failed parallel promise
+// left in place failed Memory's createThread with the same SQLITE_SCHEMA (seen once in CI, 2026-12-07).
 async function initStore(store) {
   try {
     await store.init();
   } catch (error) {
     const schema = /SQLITE_SCHEMA/.test(`${error?.code ?? ""} ${error?.message ?? ""}`);
     if (!schema || typeof store.initDomainsSequentially !== "function") throw error;
-    await store.initDomainsSequentially();
+    const sequential = store.initDomainsSequentially();
+    if ("hasInitialized" in store) store.hasInitialized = sequential;
+    await sequential;
   }
 }
 
