@@ -785,6 +785,84 @@ MUTANTS_ISSUE_29: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
 """Issue 29's mutants: each caught by the linearizability check, and by the targeted check of its rule."""
 
 
+# -- listings that are no snapshot (capabilities.snapshot_listing=False, as Upstash's listing="scan") ----------
+
+
+class TwoStepListing(ReferenceHooks):
+    """Not a mutant: an honest listing in two steps, as a scan lists, and declared so (``snapshot_listing=False``):
+    the owner's thread ids, then (5 ms later) each one read again and kept if it is still the owner's. A thread
+    created or deleted in between may be counted either way; one that exists throughout is always listed."""
+
+    capabilities = dataclasses.replace(ReferenceHooks.capabilities, snapshot_listing=False)
+
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        with self._store.lock:
+            ids = [t.id for t in self._store.threads.values() if t.resource_id == query.resource_id]
+        await self._pause(0.005)
+        with self._store.lock:
+            found = [self._store.threads.get(thread_id) for thread_id in ids]
+        owned = [t for t in found if t is not None and t.resource_id == query.resource_id]
+        owned.sort(key=lambda t: (getattr(t, query.order_by), t.id), reverse=query.direction == "desc")
+        end = None if query.per_page is None else query.offset + query.per_page
+        return query.page_of([private_copy(t) for t in owned[query.offset : end]], len(owned))
+
+
+class CountThenPage(ReferenceHooks):
+    """list_threads counts the owner's threads, then reads the page 5 ms later (two statements, no transaction
+    around them), and claims its listings are snapshots: a create or delete in between gives a total of
+    another moment than the page's."""
+
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        with self._store.lock:
+            total = sum(t.resource_id == query.resource_id for t in self._store.threads.values())
+        await self._pause(0.005)
+        page = await super()._list_threads(query)
+        return query.page_of(page.threads, total)
+
+
+class RebuildingIndex(TwoStepListing):
+    """Each create and delete rebuilds its owner's listing index (cleared, then refilled 2 ms later): a listing
+    meanwhile finds none of the owner's threads, the steady ones too. It declares its listings no snapshot, so
+    the linearizability check leaves them out: ``listing_under_churn`` must catch it."""
+
+    def _rebuilding(self) -> dict[str, int]:
+        rebuilding: dict[str, int] = self._store.__dict__.setdefault("rebuilding", {})
+        return rebuilding
+
+    async def _rebuild(self, owner: str) -> None:
+        with self._store.lock:
+            self._rebuilding()[owner] = self._rebuilding().get(owner, 0) + 1
+        await self._pause(0.002)
+        with self._store.lock:
+            self._rebuilding()[owner] -= 1
+
+    async def _create_thread(self, thread: Thread, record: Recording | None = None) -> Thread:
+        created = await super()._create_thread(thread, record)
+        await self._rebuild(thread.resource_id)
+        return created
+
+    async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
+        old = self._store.threads.get(thread_id)
+        deleted = await super()._delete_thread(thread_id, owner=owner)
+        if deleted and old is not None:
+            await self._rebuild(old.resource_id)
+        return deleted
+
+    async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        with self._store.lock:
+            if self._rebuilding().get(query.resource_id):
+                return query.page_of([], 0)
+        return await super()._list_threads(query)
+
+
+MUTANTS_LISTINGS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
+    (CountThenPage, {"linearizable", "listing_under_churn"}, {"linearizable", "listing_under_churn"}),
+    (RebuildingIndex, {"listing_under_churn"}, {"listing_under_churn", "linearizable"}),
+]
+"""Listings: one that is no snapshot but claims to be, and one, declared no snapshot, that loses threads that
+exist throughout."""
+
+
 MUTANTS_OWNER_WRITES: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     (CheckThenWrite, {"owner_race"}, {"owner_race"}),
     (OwnerIgnored, {"owner_immutable"}, {"owner_immutable"}),
@@ -1031,6 +1109,7 @@ MUTANTS: list[tuple[type[ReferenceHooks], set[str], set[str]]] = [
     *MUTANTS_OWNER_WRITES,
     *MUTANTS_MAX_CHARS,
     *MUTANTS_ISSUE_29,
+    *MUTANTS_LISTINGS,
     *MUTANTS_HISTORY,
 ]
 
@@ -1047,6 +1126,21 @@ def test_mutant_is_caught(mutant: type[ReferenceHooks], must_fail: set[str], che
     for result in report.checks:
         if result.status == "failed":
             assert result.reason, f"{result.name} failed without a reason"
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_listing_declared_no_snapshot_passes_what_it_promises(api: Api) -> None:
+    """A listing declared no snapshot passes the linearizability check (its listings run, unchecked there) and
+    ``listing_under_churn``, which holds it to what such a listing keeps."""
+    report = _mutant_report(TwoStepListing, frozenset({"linearizable", "listing_under_churn"}), api)
+    assert [(c.name, c.status, c.reason) for c in report.checks] == [
+        ("linearizable", "passed", None),
+        ("listing_under_churn", "passed", None),
+    ]
+    # One whose listings often find nothing: left out of the history (the check passes), caught by the churn.
+    report = _mutant_report(RebuildingIndex, frozenset({"listing_under_churn", "linearizable"}), api)
+    statuses = [(c.name, c.status) for c in report.checks]
+    assert statuses == [("linearizable", "passed"), ("listing_under_churn", "failed")]
 
 
 @pytest.mark.parametrize("api", APIS)

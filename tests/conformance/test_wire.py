@@ -114,6 +114,17 @@ def test_the_example_store_sees_what_another_connection_wrote(example_url: str) 
         assert (raised.value.thread_id, raised.value.resource_id) == ("t-1", "user-2")
 
 
+def test_the_handshake_may_declare_listings_no_snapshot() -> None:
+    """Absent, ``snapshot_listing`` is the strict ``true`` (a store that says nothing is checked on its pages)."""
+    from workmem.adapters.wire.hooks import _capabilities
+    from workmem.errors import HarnessError
+
+    assert _capabilities({"persistent": True}) == workmem.Capabilities(cross_process_atomic=False, persistent=True)
+    assert not _capabilities({"snapshot_listing": False}).snapshot_listing
+    with pytest.raises(HarnessError, match=r"capabilities\.snapshot_listing is not a boolean"):
+        _capabilities({"snapshot_listing": "no"})
+
+
 # -- harness errors: never passed, never failed -------------------------------------------------------
 
 KINDS = {

@@ -160,3 +160,29 @@ def test_index_listing_logs_once_when_another_program_deleted_or_moved_a_thread(
     exact = scanning.list_threads("ada")
     assert ([t.id for t in exact.threads], exact.total) == (["t0"], 1)
     assert [t.id for t in scanning.list_threads("bob").threads] == ["t2"]
+
+
+def test_a_scan_listing_is_no_snapshot_and_says_so(both: tuple[MemoryStorage, MemoryStorage]) -> None:
+    """Between the SCAN and the read of what it found, t0 is created and then t1 deleted: ada always had two
+    or three threads, yet the page holds one. The thread there throughout is listed; the flag tells the suite."""
+    indexed, scanning = both
+    assert indexed.capabilities.snapshot_listing and not scanning.capabilities.snapshot_listing
+    steady = indexed.create_thread(Thread("s", "ada", "steady", None, T0, T0))
+    indexed.create_thread(Thread("t1", "ada", "one", None, T0, T0))
+    hooks: Any = scanning
+    scan = hooks._client.execute
+    changed: list[str] = []
+
+    async def execute(*args: Any) -> Any:
+        reply = await scan(*args)
+        if args[0] == "SCAN" and not changed:
+            indexed.create_thread(Thread("t0", "ada", "zero", None, T0, T0))
+            indexed.delete_thread("t1")
+            changed.append("t0 created, t1 deleted")
+        return reply
+
+    hooks._client.execute = execute
+    page = scanning.list_threads("ada")
+    assert changed and ([t.id for t in page.threads], page.total) == (["s"], 1)
+    assert page.threads[0] == steady
+    assert [t.id for t in indexed.list_threads("ada").threads] == ["t0", "s"]  # the index: one moment

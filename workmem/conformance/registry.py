@@ -35,6 +35,7 @@ CHECK_MODULES = (
     "workmem.conformance.creation",
     "workmem.conformance.processes",
     "workmem.conformance.linearizable",
+    "workmem.conformance.churn",
     "workmem.conformance.aliasing",
     "workmem.conformance.edges",
     "workmem.conformance.bulk",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Literal, Self, TypeVar, overload
 
@@ -148,6 +148,8 @@ class UpstashHooks(StorageHooks):
         self.keys = KeySpace(settings.prefix)
         self._client = client
         self._foreign_seen = False
+        if settings.listing == "scan":  # a listing SCANs in several round trips: not one instant's page
+            vars(self)["capabilities"] = replace(self.capabilities, snapshot_listing=False)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._settings.rest_url!r}, prefix={self._settings.prefix!r})"
@@ -348,7 +350,7 @@ class UpstashHooks(StorageHooks):
         One ``SCAN`` of the thread keys (:data:`_LIST_SCAN_COUNT` slots a round trip, as ``@mastra/upstash``
         scans); every :data:`_OWNED_KEYS` keys found, one :data:`OWNED_THREADS` script reads their documents and
         keeps the resource's, so only those travel. Not a snapshot: a thread created, moved or deleted while
-        the scan runs may be seen either way.
+        the scan runs may be seen either way (``capabilities.snapshot_listing`` is ``False``).
         """
         start = self.keys.thread_key_start
         found: dict[str, str] = {}

@@ -115,8 +115,8 @@ def _capabilities(value: Any) -> Capabilities:
     if not isinstance(value, dict):
         raise malformed(f"the handshake's 'capabilities' is not an object: {str(value)[:300]}")
     flags = {}
-    for name in ("cross_process_atomic", "persistent"):
-        flag = value.get(name, False)
+    for name, default in (("cross_process_atomic", False), ("persistent", False), ("snapshot_listing", True)):
+        flag = value.get(name, default)
         if not isinstance(flag, bool):
             raise malformed(f"the handshake's capabilities.{name} is not a boolean")
         flags[name] = flag
@@ -124,7 +124,9 @@ def _capabilities(value: Any) -> Capabilities:
     unknown = unsupported - OPERATIONS
     if unknown:
         raise malformed(f"the handshake declares unknown operations unsupported: {sorted(unknown)}")
-    return Capabilities(flags["cross_process_atomic"], flags["persistent"], unsupported)
+    return Capabilities(
+        flags["cross_process_atomic"], flags["persistent"], unsupported, snapshot_listing=flags["snapshot_listing"]
+    )
 
 
 class WireHooks(StorageHooks):
