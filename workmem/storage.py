@@ -32,9 +32,10 @@ def __getattr__(name: str) -> Any:
     home = "workmem.hooks" if name in _HOOKS_NAMES else "workmem.arguments" if name in arguments.__all__ else None
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"workmem.storage.{name} moved: import it from workmem.kit (or {home})", DeprecationWarning, stacklevel=2
-    )
+    from workmem import kit  # here: kit imports this module
+
+    where = f"workmem.kit (or {home})" if name in kit.__all__ else home
+    warnings.warn(f"workmem.storage.{name} moved: import it from {where}", DeprecationWarning, stacklevel=2)
     return getattr(hooks if home == "workmem.hooks" else arguments, name)
 
 

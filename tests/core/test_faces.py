@@ -103,6 +103,15 @@ def test_names_workmem_storage_no_longer_exports_still_import_with_a_warning(nam
         workmem.storage.nothing_here  # type: ignore[attr-defined]  # noqa: B018
 
 
+def test_a_moved_name_kit_does_not_export_is_sent_to_its_own_module() -> None:
+    import workmem.arguments
+    import workmem.storage
+
+    with pytest.warns(DeprecationWarning, match=r"check_list_args moved: import it from workmem\.arguments$"):
+        moved: Any = workmem.storage.check_list_args  # type: ignore[attr-defined]
+    assert moved is workmem.arguments.check_list_args
+
+
 @pytest.mark.parametrize(
     ("former", "now", "names"),
     [

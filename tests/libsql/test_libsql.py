@@ -39,6 +39,7 @@ from workmem import (
     ValidationError,
 )
 from workmem.adapters.libsql.storage import LibSQLStorage, _Pool, parse_libsql_url
+from workmem.arguments import check_list_args
 
 pytestmark = pytest.mark.backend("libsql")
 
@@ -239,7 +240,7 @@ def test_listing_is_an_index_range_scan(tmp_path: Path) -> None:
     with workmem.connect(f"file:{path}") as storage:
         storage.save_thread(Thread("t", "r"))
         dialect = storage.dialect  # type: ignore[attr-defined]
-    query = workmem.storage.check_list_args("r", 1, 10, "updated_at", "asc")
+    query = check_list_args("r", 1, 10, "updated_at", "asc")
     sql, params = dialect.render(dialect.list_threads(query))
     plan = " | ".join(row[3] for row in raw(path).execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall())
     assert "workmem_threads_resourceid_updatedat_idx" in plan and "TEMP B-TREE" not in plan, plan
