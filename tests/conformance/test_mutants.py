@@ -821,7 +821,7 @@ class CountThenPage(ReferenceHooks):
 
 
 class RebuildingIndex(TwoStepListing):
-    """Each create and delete rebuilds its owner's listing index (cleared, then refilled 2 ms later): a listing
+    """Each create, save and delete rebuilds its owner's listing index (cleared, then refilled 2 ms later): a listing
     meanwhile finds none of the owner's threads, the steady ones too. It declares its listings no snapshot, so
     the linearizability check leaves them out: ``listing_under_churn`` must catch it."""
 
@@ -840,6 +840,11 @@ class RebuildingIndex(TwoStepListing):
         created = await super()._create_thread(thread, record)
         await self._rebuild(thread.resource_id)
         return created
+
+    async def _save_thread(self, thread: Thread, now: datetime, record: Recording | None = None) -> Thread:
+        saved = await super()._save_thread(thread, now, record)
+        await self._rebuild(thread.resource_id)
+        return saved
 
     async def _delete_thread(self, thread_id: str, *, owner: str | None) -> bool:
         old = self._store.threads.get(thread_id)

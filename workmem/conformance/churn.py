@@ -4,7 +4,9 @@ What every listing must give, whether or not it is one instant's page
 (``capabilities.snapshot_listing``): a thread that exists throughout the call is
 in it, exactly as stored; a thread of another owner, or one that never existed,
 is not; the page is in order, with ``total`` its length and no thread twice.
-Threads created or deleted during the call may be listed either way. On an
+Threads created or deleted during the call may be listed either way. Every thread
+is new when saved (``save_thread``, not ``create_thread``), so a store without
+insert-only creation is measured too. On an
 adapter whose listings are snapshots the ``linearizable`` check holds them to
 more; on one whose listings scan (Upstash's ``listing="scan"``) this is what
 they are held to.
@@ -42,11 +44,11 @@ BASE = datetime(2024, 1, 1, tzinfo=UTC)
 def _churn(storage: MemoryStorage, p: str, owner: str, other: str, worker: int) -> None:
     mover = f"{p}m{worker}"
     for step in range(CHURN_STEPS):
-        passing = storage.create_thread(Thread(f"{p}c{worker}-{step}", (owner, other)[step % 2], "passing"))
+        passing = storage.save_thread(Thread(f"{p}c{worker}-{step}", (owner, other)[step % 2], "passing"))
         storage.update_thread(passing.id, title="passing, renamed")
         storage.delete_thread(passing.id)
         storage.delete_thread(mover)  # moved: deleted, then created under the other owner
-        storage.create_thread(Thread(mover, (other, owner)[step % 2], "moving"))
+        storage.save_thread(Thread(mover, (other, owner)[step % 2], "moving"))
 
 
 def page_problems(
@@ -92,7 +94,7 @@ def _round(ctx: CheckContext, conns: list[MemoryStorage]) -> list[str]:
     p = ctx.prefix()
     owner, other = p + "r", p + "o"
     created = (
-        ctx.storage.create_thread(Thread(f"{p}s{i}", owner, f"steady {i}", {"i": i}, BASE + timedelta(hours=i)))
+        ctx.storage.save_thread(Thread(f"{p}s{i}", owner, f"steady {i}", {"i": i}, BASE + timedelta(hours=i)))
         for i in range(STEADY)
     )
     steady = {thread.id: thread for thread in created}
