@@ -59,7 +59,7 @@ class TestFakeMongomock(MongoBehaviour):
         assert resources["id_1"].get("unique") is True
 
 
-CONCURRENCY_MODULES = ("workmem.conformance.concurrency", "workmem.conformance.processes")
+CONCURRENCY_MODULES = ("workmem.conformance.concurrency", "workmem.conformance.processes", "workmem.conformance.churn")
 
 
 def test_fake_mongomock_contract_smoke(fake_client: mongomock.MongoClient, storage: MongoStorage) -> None:
@@ -137,3 +137,34 @@ def test_fake_mongomock_max_chars_is_decided_on_the_document_the_compare_and_set
     assert (info.value.current, info.value.size) == (len(dump_json(both)), len(dump_json({**both, "c": 1})))
     assert slipped == [True]
     assert json.loads(other.get_working_memory(**at) or "") == both
+
+
+def test_fake_mongomock_a_listing_that_reaches_the_end_counts_in_that_read(
+    storage: MongoStorage, open_storage: Callable[[], MongoStorage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page shorter than ``per_page`` (every full listing) has its ``total`` from the one ``find``; only a
+    full page, or an empty one past the end, is counted again, and threads deleted between the two reads
+    never make ``total`` fall below what the page showed. (FAKE: the calls' order is the adapter's own.)"""
+    for i in range(3):
+        storage.save_thread(Thread(f"t{i}", "r", f"n{i}"))
+    other = open_storage()
+    threads = storage._db.threads
+    real = threads.count_documents
+    meanwhile = [["t0", "t1"], ["t2"]]  # deleted between the page and its count, one list per count
+    counted: list[int] = []
+
+    async def count_after_deletes(filter: dict[str, object]) -> int:
+        for thread_id in meanwhile[len(counted)]:
+            other.delete_thread(thread_id)
+        counted.append(await real(filter))
+        return counted[-1]
+
+    monkeypatch.setattr(threads, "count_documents", count_after_deletes)
+    full = storage.list_threads("r", per_page=None)
+    assert (len(full.threads), full.total, counted) == (3, 3, [])
+    last = storage.list_threads("r", page=1, per_page=2)
+    assert (len(last.threads), last.total, last.has_more, counted) == (1, 3, False, [])
+    first = storage.list_threads("r", page=0, per_page=2)  # full: counted (1) after two deletes
+    assert (len(first.threads), first.total, first.has_more, counted) == (2, 2, False, [1])
+    past = storage.list_threads("r", page=9, per_page=2)  # empty past the end: counted (0) after the last delete
+    assert (past.threads, past.total, counted) == ((), 0, [1, 0])

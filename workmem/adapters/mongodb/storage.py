@@ -166,8 +166,9 @@ class MongoHooks(StorageHooks):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        cross_process_atomic=True, persistent=True, history=True, erase=True
+        cross_process_atomic=True, persistent=True, history=True, erase=True, snapshot_listing=False
     )
+    """``snapshot_listing=False``: a full page and its ``total`` are two reads (see :meth:`_list_threads`)."""
     _transactions: bool | None = None
     """Whether the server runs multi-document transactions (``None``: not asked yet; see :meth:`_probe`)."""
     _history_policy: HistoryPolicy | None = None
@@ -577,11 +578,17 @@ class MongoHooks(StorageHooks):
             raise ThreadOwnershipError(thread_id, owner)
 
     async def _list_threads(self, query: ListQuery) -> ThreadPage:
+        """The page from one ``find``; a page that ends before ``per_page`` (every ``per_page=None`` page) is the
+        end of the resource's threads, so that read counts them too. Only a full page, or an empty one past
+        the end, is followed by ``count_documents``: a second read, which a write between the two may
+        change, so ``total`` is then never below what the page showed (the listing is no snapshot)."""
         owned = {"resourceId": query.resource_id}
         sort = sort_spec(query.order_by, query.direction)
         with self._driver("list_threads"):
             documents = await self._db.threads.find(owned, sort, query.offset, query.per_page)
-            total = await self._db.threads.count_documents(owned)
+            seen = query.offset + len(documents) if documents else 0  # past the end, the skip saw fewer
+            ended = query.per_page is None or (len(documents) < query.per_page and bool(documents or not query.offset))
+            total = seen if ended else max(seen, await self._db.threads.count_documents(owned))
         return query.read_page(documents, thread_from_document, total)
 
     # -- iteration and bulk writes ---------------------------------------------------
