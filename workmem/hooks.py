@@ -69,10 +69,10 @@ class Capabilities:
     snapshot_listing: bool = True
     """``list_threads`` reads one instant: its page, ``total`` and ``has_more`` are of one state of the resource's
     threads. ``False`` where a listing gathers the threads in several steps (Upstash's ``listing="scan"``, as
-    ``@mastra/upstash`` lists): a thread that exists throughout the call is listed, but one created or deleted
-    while it runs may be counted either way, so two such changes can give a page no single moment had. The
-    ``linearizable`` check then leaves listings out of the history it checks; ``listing_under_churn`` holds
-    every adapter to what such a listing still promises."""
+    ``@mastra/upstash`` lists; MongoDB's full pages, counted by a second read): a thread that exists throughout
+    the call is listed, but one created or deleted while it runs may be counted either way, so two such changes
+    can give a page no single moment had. The ``linearizable`` check then leaves listings out of the history it
+    checks; ``listing_under_churn`` holds every adapter to what such a listing still promises."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,12 +4,11 @@ What every listing must give, whether or not it is one instant's page
 (``capabilities.snapshot_listing``): a thread that exists throughout the call is
 in it, exactly as stored; a thread of another owner, or one that never existed,
 is not; the page is in order, with ``total`` its length and no thread twice.
-Threads created or deleted during the call may be listed either way. Every thread
-is new when saved (``save_thread``, not ``create_thread``), so a store without
-insert-only creation is measured too. On an
+Threads created or deleted during the call may be listed either way. On an
 adapter whose listings are snapshots the ``linearizable`` check holds them to
-more; on one whose listings scan (Upstash's ``listing="scan"``) this is what
-they are held to.
+more; on one whose listings are not (Upstash's ``listing="scan"``, MongoDB) this
+is what they are held to. Every thread is new when saved (``save_thread``, not
+``create_thread``), so a store without insert-only creation is measured too.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ def _churn(storage: MemoryStorage, p: str, owner: str, other: str, worker: int) 
         passing = storage.save_thread(Thread(f"{p}c{worker}-{step}", (owner, other)[step % 2], "passing"))
         storage.update_thread(passing.id, title="passing, renamed")
         storage.delete_thread(passing.id)
-        storage.delete_thread(mover)  # moved: deleted, then created under the other owner
+        storage.delete_thread(mover)  # moved: deleted, then saved under the other owner
         storage.save_thread(Thread(mover, (other, owner)[step % 2], "moving"))
 
 

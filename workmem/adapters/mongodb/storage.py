@@ -586,9 +586,11 @@ class MongoHooks(StorageHooks):
         sort = sort_spec(query.order_by, query.direction)
         with self._driver("list_threads"):
             documents = await self._db.threads.find(owned, sort, query.offset, query.per_page)
-            seen = query.offset + len(documents) if documents else 0  # past the end, the skip saw fewer
-            ended = query.per_page is None or (len(documents) < query.per_page and bool(documents or not query.offset))
-            total = seen if ended else max(seen, await self._db.threads.count_documents(owned))
+            if query.per_page is None or 0 < len(documents) < query.per_page or not (documents or query.offset):
+                total = query.offset + len(documents)  # this read reached the end of the resource's threads
+            else:  # a full page, or an empty one past the end (where the skip saw fewer than the offset)
+                shown = query.offset + len(documents) if documents else 0
+                total = max(shown, await self._db.threads.count_documents(owned))
         return query.read_page(documents, thread_from_document, total)
 
     # -- iteration and bulk writes ---------------------------------------------------
