@@ -282,3 +282,66 @@ def test_a_busy_database_is_waited_for_only_until_the_timeout(
     assert time.monotonic() - started < 1.0
     monkeypatch.undo()
     assert on_apsw.query("SELECT 1", timeout=0.3) == [(1,)]
+
+
+def test_a_query_waiting_for_another_here_counts_the_wait_in_its_timeout(on_apsw: LibSQLStorage) -> None:
+    """On ``:memory:`` too: the second ``query()`` waits for the first, no longer than its own timeout (it waited
+    for the database's one connection up to ``busy_timeout``, 10 s, before)."""
+    outcome: list[BaseException] = []
+
+    def endless() -> None:
+        try:
+            on_apsw.query(ENDLESS, timeout=2.0)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    first = threading.Thread(target=endless)
+    first.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    with pytest.raises(QueryTimeoutError, match="waiting for an earlier query"):
+        on_apsw.query("SELECT 1", timeout=0.3)
+    assert time.monotonic() - started < 1.5
+    first.join()
+    assert [type(exc) for exc in outcome] == [QueryTimeoutError]
+    assert on_apsw.query("SELECT 1") == [(1,)]
+
+
+def test_a_memory_query_waits_for_the_connection_only_until_its_timeout(on_apsw: LibSQLStorage) -> None:
+    """``:memory:`` has one connection, which a long write of another thread may hold: the wait is bounded too."""
+    if on_apsw._path is not None:
+        pytest.skip("a file's query() has a connection of its own")
+    held = on_apsw._pool.take()  # as a long write would hold it
+    try:
+        started = time.monotonic()
+        with pytest.raises(QueryTimeoutError, match="waiting for the database's connection"):
+            on_apsw.query("SELECT 1", timeout=0.3)
+        assert time.monotonic() - started < 1.5
+    finally:
+        on_apsw._pool.give(held, True)
+    assert on_apsw.query("SELECT 1", timeout=0.3) == [(1,)]
+
+
+def test_close_stops_a_running_query_on_memory() -> None:
+    storage = workmem.connect(":memory:")
+    assert isinstance(storage, LibSQLStorage) and storage.engine == "apsw"
+    outcome: list[BaseException] = []
+
+    def endless() -> None:
+        try:
+            storage.query(ENDLESS)
+        except BaseException as exc:  # what the running call gets when close() stops it
+            outcome.append(exc)
+
+    running = threading.Thread(target=endless)
+    running.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    storage.close()
+    closing = time.monotonic() - started
+    running.join(timeout=10)
+    assert not running.is_alive()
+    assert closing < 2, closing
+    assert outcome and type(outcome[0]) is StorageClosedError, outcome
+    with pytest.raises(StorageClosedError):
+        storage.query("SELECT 1")

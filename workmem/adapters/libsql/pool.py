@@ -44,17 +44,18 @@ class _Pool:
         self._changed = threading.Condition(threading.Lock())
         self.closed = False
 
-    def take(self) -> Any:
-        """A connection for this thread alone, until :meth:`give`."""
+    def take(self, wait: float | None = None) -> Any:
+        """A connection for this thread alone, until :meth:`give`; waits up to ``wait`` seconds (the pool's own
+        wait when ``None``) for one to come back, then raises :class:`BackendBusyError`."""
         if self.closed:
             raise StorageClosedError("the libSQL storage is closed")
         try:
             return self.idle.pop()
         except IndexError:
-            return self._take_slow()
+            return self._take_slow(self._wait if wait is None else wait)
 
-    def _take_slow(self) -> Any:
-        deadline = time.monotonic() + self._wait
+    def _take_slow(self, wait: float) -> Any:
+        deadline = time.monotonic() + wait
         with self._changed:
             # Counted as waiting before looking at the stack: a give that appends after the look sees the count.
             self._waiting += 1
@@ -106,8 +107,8 @@ class _Pool:
             self._changed.notify()
 
     @contextmanager
-    def connection(self) -> Iterator[Any]:
-        conn = self.take()
+    def connection(self, wait: float | None = None) -> Iterator[Any]:
+        conn = self.take(wait)
         healthy = False
         try:
             yield conn

@@ -70,7 +70,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from datetime import datetime
 from typing import Any, ClassVar, Self, TypeVar
 from urllib.parse import quote
@@ -80,6 +80,7 @@ from workmem.adapters.sql.rows import resource_from_row
 from workmem.aio import ThreadedAsyncStorage, opened_in_thread
 from workmem.changes import ResourceChange
 from workmem.errors import (
+    BackendBusyError,
     BackendUnavailableError,
     QueryTimeoutError,
     StorageClosedError,
@@ -195,6 +196,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         self._last_look = 0.0  # when _look_for_foreign_sqlite last looked (time.monotonic())
         self._warned = False  # about the current episode of a foreign SQLite holding the file
         self._reader: Any = None  # query()'s read-only connection to a file, opened on first use
+        self._querying: Any = None  # the pool connection a :memory: query() runs on (close() interrupts it)
         self._reader_lock = threading.Lock()
         self._reader_closed = False  # set under _reader_lock by close(): no reader opens after it
         self._query_worker: QueryWorker | None = None  # a file's query() process, started by the first call
@@ -325,9 +327,10 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         return driver_error(_error_kind(exc), context, exc, self._token)
 
     @contextmanager
-    def _connection(self) -> Iterator[Any]:
+    def _connection(self, wait: float | None = None) -> Iterator[Any]:
+        """A pooled connection, waited for up to ``wait`` seconds (``busy_timeout`` when ``None``)."""
         try:
-            with self._pool.connection() as conn:
+            with self._pool.connection(wait) as conn:
                 yield conn
         except WorkmemError:
             raise
@@ -412,15 +415,16 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         Only the first statement of a string of several runs (the driver ignores the rest).
 
         ``timeout`` (seconds) stops a statement still running then and raises
-        :class:`~workmem.errors.QueryTimeoutError` (a wait for a busy database or for another
-        thread's ``query()`` counts in it); ``None`` (the default) waits for it to end. On the
+        :class:`~workmem.errors.QueryTimeoutError` (a wait for a busy database, for another
+        thread's ``query()`` or, on ``:memory:``, for the database's one connection counts in it); ``None``
+        (the default) waits for it to end. On the
         default engine, ``apsw``, the statement runs in this process, with the GIL released (other
         threads run meanwhile), and is stopped in it: the connection stays usable. On the ``libsql``
         wheel (``engine="libsql"``), which holds the GIL and cannot stop a statement, a file's
         ``query()`` runs in a worker process of this storage's
         (:mod:`~workmem.adapters.libsql.query_worker`), which a ``timeout`` kills; a ``:memory:``
         database on the wheel takes no ``timeout``. ``close()`` stops a running ``query()``
-        on a file, which raises :class:`~workmem.errors.StorageClosedError`.
+        (an interruptible engine's, or a file's worker), which raises :class:`~workmem.errors.StorageClosedError`.
         """
         if not isinstance(sql, str):
             raise ValidationError(f"query() needs SQL text, not {type(sql).__name__}")
@@ -449,10 +453,7 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
                     "statement, and the database lives in this process); use the default engine, apsw"
                 )
         deadline = None if timeout is None else time.monotonic() + timeout
-        if not self._memory:
-            return self._query_here(sql, params, deadline)
-        with self._connection() as conn:
-            return self._query_only(conn, sql, params, reset=True, deadline=deadline)
+        return self._query_here(sql, params, deadline)
 
     def _worker(self) -> QueryWorker:
         with self._reader_lock:
@@ -470,16 +471,18 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
             return self._query_worker
 
     def _query_here(self, sql: str, params: Sequence[Any], deadline: float | None = None) -> list[tuple[Any, ...]]:
-        """A file's ``query()`` in this process, on its read-only connection, stopped at ``deadline`` (an
-        interruptible engine's): what the query worker process runs too (its storage is read-only)."""
-        self._look_for_foreign_sqlite()
-        assert self._path is not None
+        """A ``query()`` in this process, one at a time, stopped at ``deadline`` (an interruptible engine's) or
+        by ``close()``: a file's on its read-only connection (what the query worker process runs too: its
+        storage is read-only), ``:memory:``'s on the database's one connection."""
         wait = -1 if deadline is None else max(0.0, deadline - time.monotonic())
         if not self._reader_lock.acquire(timeout=wait):  # one query() at a time on the reader
             raise QueryTimeoutError(f"query() on {self._url} ran out of its timeout waiting for an earlier query()")
         try:
             if self._reader_closed:
                 raise StorageClosedError("the libSQL storage is closed")
+            if self._memory:
+                return self._query_memory(sql, params, deadline)
+            self._look_for_foreign_sqlite()
             if self._reader is None:  # opened on first use
                 self._reader = self._open(reader=True)
             try:
@@ -489,6 +492,24 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
                     self._drop_reader()
         finally:
             self._reader_lock.release()
+
+    def _query_memory(self, sql: str, params: Sequence[Any], deadline: float | None) -> list[tuple[Any, ...]]:
+        """``:memory:``'s ``query()`` on the database's one connection, waiting for it no longer than ``deadline``."""
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        with ExitStack() as held:
+            try:
+                conn = held.enter_context(self._connection(wait))
+            except BackendBusyError:
+                if deadline is None:
+                    raise
+                raise QueryTimeoutError(
+                    f"query() on {self._url} ran out of its timeout waiting for the database's connection"
+                ) from None
+            self._querying = conn
+            try:
+                return self._query_only(conn, sql, params, reset=True, deadline=deadline)
+            finally:
+                self._querying = None
 
     def _stopped(self) -> WorkmemError:
         """What a ``query()`` stopped by its deadline or by ``close()`` raises."""
@@ -640,9 +661,9 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
         # until it lets go (an interrupt before its statement starts does nothing).
         self._reader_closed = True
         while not self._reader_lock.acquire(timeout=0.05):
-            reader = self._reader
-            if reader is not None:
-                self._engine.interrupt(reader)
+            for running in (self._reader, self._querying):
+                if running is not None:
+                    self._engine.interrupt(running)
         try:
             self._drop_reader()
             worker, self._query_worker = self._query_worker, None
