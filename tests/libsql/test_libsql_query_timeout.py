@@ -307,19 +307,20 @@ def test_a_query_waiting_for_another_here_counts_the_wait_in_its_timeout(on_apsw
     assert on_apsw.query("SELECT 1") == [(1,)]
 
 
-def test_a_memory_query_waits_for_the_connection_only_until_its_timeout(on_apsw: LibSQLStorage) -> None:
-    """``:memory:`` has one connection, which a long write of another thread may hold: the wait is bounded too."""
-    if on_apsw._path is not None:
-        pytest.skip("a file's query() has a connection of its own")
-    held = on_apsw._pool.take()  # as a long write would hold it
-    try:
-        started = time.monotonic()
-        with pytest.raises(QueryTimeoutError, match="waiting for the database's connection"):
-            on_apsw.query("SELECT 1", timeout=0.3)
-        assert time.monotonic() - started < 1.5
-    finally:
-        on_apsw._pool.give(held, True)
-    assert on_apsw.query("SELECT 1", timeout=0.3) == [(1,)]
+def test_a_memory_query_waits_for_the_connection_only_until_its_timeout() -> None:
+    """``:memory:`` has one connection, which a long write of another thread may hold: the wait is bounded too
+    (a file's ``query()`` has a connection of its own)."""
+    with workmem.connect(":memory:") as storage:
+        assert isinstance(storage, LibSQLStorage) and storage.engine == "apsw"
+        held = storage._pool.take()  # as a long write would hold it
+        try:
+            started = time.monotonic()
+            with pytest.raises(QueryTimeoutError, match="waiting for the database's connection"):
+                storage.query("SELECT 1", timeout=0.3)
+            assert time.monotonic() - started < 1.5
+        finally:
+            storage._pool.give(held, True)
+        assert storage.query("SELECT 1", timeout=0.3) == [(1,)]
 
 
 def test_close_stops_a_running_query_on_memory() -> None:
