@@ -26,6 +26,7 @@ from __future__ import annotations
 import pickle
 import traceback
 import types
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import quote, quote_plus
@@ -81,9 +82,12 @@ def _attributes(obj: object) -> Iterator[tuple[str, object]]:
                 names[name] = None
     for name in names:
         try:
-            yield name, getattr(obj, name)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a deprecated property (httpx's URL.raw) is searched all the same
+                value = getattr(obj, name)
         except Exception:  # a property that needs state the object lacks
             continue
+        yield name, value
 
 
 class _Search:
