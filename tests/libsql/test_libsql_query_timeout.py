@@ -51,6 +51,31 @@ def on_apsw(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LibSQLSt
         yield opened
 
 
+PLACES = [("file", "apsw"), ("file", "libsql"), ("memory", "apsw")]
+"""Where ``query()`` runs: a file on either engine, ``:memory:`` on apsw (the wheel's takes no timeout)."""
+
+
+def _opened(tmp_path: Path, where: str, engine: str) -> LibSQLStorage:
+    storage = workmem.connect(f"file:{tmp_path / 'agent.db'}" if where == "file" else ":memory:", engine=engine)
+    assert isinstance(storage, LibSQLStorage) and storage.engine == engine
+    return storage
+
+
+def _endless_query(storage: LibSQLStorage, timeout: float | None) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread running an endless ``query()`` (started), and the list that gets what the call raised."""
+    outcome: list[BaseException] = []
+
+    def endless() -> None:
+        try:
+            storage.query(ENDLESS, timeout=timeout)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    running = threading.Thread(target=endless)
+    running.start()
+    return running, outcome
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -102,20 +127,19 @@ def test_other_threads_keep_running_while_a_query_runs(storage: LibSQLStorage) -
     assert during >= 40, f"another thread ran only {during} times in the second a query() ran"
 
 
-def test_a_query_waiting_for_another_counts_the_wait_in_its_timeout(storage: LibSQLStorage) -> None:
-    def endless() -> None:
+@pytest.mark.parametrize(("where", "engine"), PLACES)
+def test_a_query_waiting_for_another_counts_the_wait_in_its_timeout(tmp_path: Path, where: str, engine: str) -> None:
+    """On ``:memory:`` too, where it waited for the database's one connection up to ``busy_timeout`` (10 s)."""
+    with _opened(tmp_path, where, engine) as storage:
+        first, outcome = _endless_query(storage, 2.0)
+        time.sleep(0.3)
+        started = time.monotonic()
         with pytest.raises(QueryTimeoutError):
-            storage.query(ENDLESS, timeout=2.0)
-
-    first = threading.Thread(target=endless)
-    first.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    with pytest.raises(QueryTimeoutError):
-        storage.query("SELECT 1", timeout=0.3)
-    assert time.monotonic() - started < 1.5
-    first.join()
-    assert storage.query("SELECT 1") == [(1,)]
+            storage.query("SELECT 1", timeout=0.3)
+        assert time.monotonic() - started < 1.5
+        first.join()
+        assert [type(exc) for exc in outcome] == [QueryTimeoutError]
+        assert storage.query("SELECT 1") == [(1,)]
 
 
 @pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "1", True])
@@ -171,16 +195,7 @@ def test_other_threads_reads_run_while_a_query_runs_here(tmp_path: Path) -> None
         assert isinstance(storage, LibSQLStorage)
         storage.save_thread(Thread("t1", "u1", "title"))
         storage.query("SELECT 1")  # the reader is open: what follows measures the statement alone
-        outcome: list[BaseException] = []
-
-        def endless() -> None:
-            try:
-                storage.query(ENDLESS, timeout=3.0)
-            except BaseException as exc:
-                outcome.append(exc)
-
-        running = threading.Thread(target=endless)
-        running.start()
+        running, outcome = _endless_query(storage, 3.0)
         time.sleep(0.2)  # the statement is running
         started = time.monotonic()
         for _ in range(20):
@@ -208,24 +223,14 @@ def test_the_read_only_rules_hold_on_either_engine(storage: LibSQLStorage) -> No
     assert storage.query("SELECT count(*) FROM mastra_resources WHERE id = ?", ["u1"]) == [(1,)]
 
 
-@pytest.mark.parametrize("engine", ["apsw", "libsql"])
-def test_close_stops_a_running_query_and_the_worker(tmp_path: Path, engine: str) -> None:
-    storage = workmem.connect(f"file:{tmp_path / 'agent.db'}", engine=engine)
-    assert isinstance(storage, LibSQLStorage)
+@pytest.mark.parametrize(("where", "engine"), PLACES)
+def test_close_stops_a_running_query_and_the_worker(tmp_path: Path, where: str, engine: str) -> None:
+    storage = _opened(tmp_path, where, engine)
     storage.query("SELECT 1")
     worker = storage._query_worker
     assert (worker is not None) is (engine == "libsql")
     pid = None if worker is None or worker._process is None else worker._process.pid
-    outcome: list[BaseException] = []
-
-    def endless() -> None:
-        try:
-            storage.query(ENDLESS)
-        except BaseException as exc:  # what the running call gets when close() stops it
-            outcome.append(exc)
-
-    running = threading.Thread(target=endless)
-    running.start()
+    running, outcome = _endless_query(storage, None)  # outcome: what the running call gets when close() stops it
     time.sleep(0.3)
     started = time.monotonic()
     storage.close()
@@ -284,29 +289,6 @@ def test_a_busy_database_is_waited_for_only_until_the_timeout(
     assert on_apsw.query("SELECT 1", timeout=0.3) == [(1,)]
 
 
-def test_a_query_waiting_for_another_here_counts_the_wait_in_its_timeout(on_apsw: LibSQLStorage) -> None:
-    """On ``:memory:`` too: the second ``query()`` waits for the first, no longer than its own timeout (it waited
-    for the database's one connection up to ``busy_timeout``, 10 s, before)."""
-    outcome: list[BaseException] = []
-
-    def endless() -> None:
-        try:
-            on_apsw.query(ENDLESS, timeout=2.0)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    first = threading.Thread(target=endless)
-    first.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    with pytest.raises(QueryTimeoutError, match="waiting for an earlier query"):
-        on_apsw.query("SELECT 1", timeout=0.3)
-    assert time.monotonic() - started < 1.5
-    first.join()
-    assert [type(exc) for exc in outcome] == [QueryTimeoutError]
-    assert on_apsw.query("SELECT 1") == [(1,)]
-
-
 def test_a_memory_query_waits_for_the_connection_only_until_its_timeout() -> None:
     """``:memory:`` has one connection, which a long write of another thread may hold: the wait is bounded too
     (a file's ``query()`` has a connection of its own)."""
@@ -321,28 +303,3 @@ def test_a_memory_query_waits_for_the_connection_only_until_its_timeout() -> Non
         finally:
             storage._pool.give(held, True)
         assert storage.query("SELECT 1", timeout=0.3) == [(1,)]
-
-
-def test_close_stops_a_running_query_on_memory() -> None:
-    storage = workmem.connect(":memory:")
-    assert isinstance(storage, LibSQLStorage) and storage.engine == "apsw"
-    outcome: list[BaseException] = []
-
-    def endless() -> None:
-        try:
-            storage.query(ENDLESS)
-        except BaseException as exc:  # what the running call gets when close() stops it
-            outcome.append(exc)
-
-    running = threading.Thread(target=endless)
-    running.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    storage.close()
-    closing = time.monotonic() - started
-    running.join(timeout=10)
-    assert not running.is_alive()
-    assert closing < 2, closing
-    assert outcome and type(outcome[0]) is StorageClosedError, outcome
-    with pytest.raises(StorageClosedError):
-        storage.query("SELECT 1")
