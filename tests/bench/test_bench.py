@@ -100,7 +100,9 @@ def test_quick_run_on_memory_writes_json_table_and_plots(tmp_path: Path, capsys:
     assert history["status"] == "ok" and history["keep"] == 50
     for case in ("off", "on", "kept"):
         assert history[case]["n"] >= 30 and history[case]["median_us"] > 0
-    assert history["ratio"] == round(history["on"]["median_us"] / history["off"]["median_us"], 3)
+    # The ratio is of the medians before the report rounds them to 0.01 µs (1.442 where the rounded 51.56 / 35.77
+    # give 1.441, seen in CI): equal within that rounding and the ratio's own.
+    assert history["ratio"] == pytest.approx(history["on"]["median_us"] / history["off"]["median_us"], abs=0.002)
     assert history["kept_versions"] == 50
 
     assert "Per-operation latency" in out
