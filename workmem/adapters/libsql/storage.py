@@ -328,7 +328,8 @@ class LibSQLStorage(SqlHooks, MemoryStorage):
 
     @contextmanager
     def _connection(self, wait: float | None = None) -> Iterator[Any]:
-        """A pooled connection, waited for up to ``wait`` seconds (``busy_timeout`` when ``None``)."""
+        """A pooled connection, waited for up to ``wait`` seconds (the pool's own wait, ``busy_timeout`` but at least
+        1 s, when ``None``)."""
         try:
             with self._pool.connection(wait) as conn:
                 yield conn
